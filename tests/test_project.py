@@ -1,0 +1,65 @@
+"""The project's own promises: the README commands, CI, packaging and the command lines."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from engram_mcp.contract import load
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA_DIRS = {"schemas": "schemas", "spec": "spec", "fixtures": "fixtures"}
+
+
+def readme_commands() -> list[str]:
+    blocks = re.findall(r"```sh\n(.*?)\n```", (ROOT / "README.md").read_text(encoding="utf-8"), re.S)
+    return [b.strip() for b in blocks]
+
+
+def test_readme_has_the_main_job_and_the_test_command() -> None:
+    main_job, tests = readme_commands()[:2]
+    assert "conformance --target reference" in main_job
+    assert tests.endswith("pytest")
+
+
+def test_ci_runs_the_readme_test_command_verbatim() -> None:
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert readme_commands()[1] in ci.splitlines()
+
+
+@pytest.mark.parametrize("package", sorted(DATA_DIRS))
+def test_every_data_file_ships_in_the_installed_package(package: str) -> None:
+    """In CI the package is installed from a wheel, so this proves the data ships."""
+    on_disk = {
+        str(p.relative_to(ROOT / DATA_DIRS[package]))
+        for p in (ROOT / DATA_DIRS[package]).rglob("*")
+        if p.suffix in (".json", ".md") and p.is_file()
+    }
+    assert on_disk <= set(load().paths(package))
+
+
+def test_console_scripts_are_declared() -> None:
+    scripts = {ep.name for ep in metadata.entry_points(group="console_scripts") if ep.value.startswith("engram_mcp.")}
+    assert {"conformance", "engram-reference"} <= scripts
+
+
+@pytest.mark.parametrize("module", ["engram_mcp.conformance._cli", "engram_mcp.reference._cli"])
+def test_command_lines_answer_cleanly_without_a_traceback(module: str) -> None:
+    result = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=60)
+    assert "Traceback" not in result.stderr
+    assert result.returncode in (0, 2)
+    assert result.stdout or result.stderr
+
+
+def test_no_top_level_reference_or_conformance_module_is_installed() -> None:
+    for name in ("reference", "conformance", "contract"):
+        result = subprocess.run(
+            [sys.executable, "-c", f"import importlib.util,sys; sys.exit(importlib.util.find_spec({name!r}) is not None)"],
+            capture_output=True, cwd="/", timeout=60,
+        )
+        assert result.returncode == 0, name
