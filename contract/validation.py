@@ -8,17 +8,21 @@ spec/rules.json) and the JSON Pointer of the offending value.
 
 from __future__ import annotations
 
-import unicodedata
+import json
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
+import rfc8785
 from jsonschema import ValidationError
 
 from engram_mcp.contract._canonical import canonical_bytes
 from engram_mcp.contract._loader import Contract, load
 from engram_mcp.contract._vocabulary import utf8_length
+
+_INSTANT_SHAPE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z\Z")
 
 Check = Callable[[Any, "datetime | None"], Iterator["Violation"]]
 
@@ -103,10 +107,21 @@ def _unicode_scalars(args: Any, now: datetime | None) -> Iterator[Violation]:
             yield Violation("unicode_scalars", "", pointer(path))
 
 
+def serialized_size(args: Any) -> int:
+    """UTF-8 length of the canonical (RFC 8785) form.
+
+    RFC 8785 has no form for integers beyond ±(2^53−1) or for NaN; such
+    arguments are measured in compact JSON instead, and the schema refuses them.
+    """
+    try:
+        return len(canonical_bytes(args, normalize=False))
+    except (rfc8785.IntegerDomainError, rfc8785.FloatDomainError):
+        return len(json.dumps(args, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+
+
 @_check("arguments_size")
 def _arguments_size(args: Any, now: datetime | None) -> Iterator[Violation]:
-    size = len(canonical_bytes(args, normalize=False))
-    if size > load().limit("arguments.max_bytes"):
+    if serialized_size(args) > load().limit("arguments.max_bytes"):
         yield Violation("arguments_size", "", "")
 
 
@@ -142,7 +157,7 @@ def _component_citations(args: Any, now: datetime | None) -> Iterator[Violation]
 def _primary_component(args: Any) -> dict[str, Any] | None:
     payload = _payload(args)
     wanted = payload.get("primary_component_id")
-    for _, component in enumerate(_list(payload.get("components"))):
+    for component in _list(payload.get("components")):
         if isinstance(component, dict) and component.get("component_id") == wanted:
             return component
     return None
@@ -206,20 +221,19 @@ def _valid_time(args: Any, now: datetime | None) -> Iterator[Violation]:
         yield Violation("valid_time_order", "", "/payload/valid_time/t_end")
 
 
-def parse_instant(text: str) -> datetime:
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%f%z")
+def instant(moment: datetime) -> str:
+    """The contract's instant form: UTC, millisecond precision, fixed width."""
+    moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
 @_check("expires_after_capture")
 def _expires(args: Any, now: datetime | None) -> Iterator[Violation]:
     expires = _dict(_dict(_payload(args).get("retention"))).get("expires_at")
-    if now is None or not isinstance(expires, str):
-        return
-    try:
-        when = parse_instant(expires)
-    except ValueError:
-        return  # the schema and calendar rules report malformed instants
-    if when <= now:
+    if now is None or not isinstance(expires, str) or not _INSTANT_SHAPE.match(expires):
+        return  # the schema reports malformed instants
+    # Fixed-width instants sort as the times they name (year 0000 included).
+    if expires <= instant(now):
         yield Violation("expires_after_capture", "", "/payload/retention/expires_at")
 
 
@@ -297,7 +311,3 @@ def _leaves(error: ValidationError) -> Iterator[ValidationError]:
             yield from _leaves(child)
     else:
         yield error
-
-
-def is_nfc(text: str) -> bool:
-    return unicodedata.is_normalized("NFC", text)

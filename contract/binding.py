@@ -1,0 +1,557 @@
+"""The host binding and the confirmation gate, as spec/host-profile.md pins them.
+
+The reference server verifies what the conformance harness mints as a test
+host, so both sides share this module. Bounds come from spec/limits.json and
+schemas from schemas/data/, both through the loader; nothing here restates them.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+import re
+import secrets
+import time
+from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+import jwt
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from mcp_types.version import is_version_at_least
+
+from engram_mcp.contract._canonical import candidate_id, canonical_bytes, profile_digest
+from engram_mcp.contract._loader import load
+
+HOST_BINDING_META_KEY = "sentropic.engram.memory/host-binding"
+CONFIRMATION_INPUT_KEY = "sentropic.engram.memory/confirmation"
+CLIENT_CAPABILITIES_META_KEY = "io.modelcontextprotocol/clientCapabilities"
+
+BINDING_ALGORITHM = "EdDSA"
+BINDING_TOKEN_TYPE = "engram-host-binding+jwt"  # explicit typing: no other JWT passes for a binding
+_BINDING_HEADER = frozenset({"alg", "kid", "typ"})  # jwk, jku, x5u, x5c, crit... are refused, never followed
+
+REQUEST_STATE_AAD = b"engram-memory-mcp/request-state/v1"
+CAPTURE_SEQUENCE = "1"  # one candidate per (source, key): the key alone makes it unique
+ELICITATION_SINCE = "2025-06-18"  # first protocol revision with elicitation/create
+
+_contract = load()
+BINDING_MAX_LIFETIME = _contract.limit("binding.max_lifetime")
+BINDING_CLOCK_SKEW = _contract.limit("binding.clock_skew")
+CONFIRMATION_TTL_MAX = _contract.limit("confirmation.ttl.max")
+CONFIRMATION_EXECUTE_WITHIN = _contract.limit("confirmation.execute_within")
+
+_claims_validator = _contract.validator(_contract.data_schema("binding-claims"))
+_state_validator = _contract.validator(_contract.data_schema("request-state"))
+
+# The requestedSchema of every confirmation, in both eras: the data file minus
+# its $id, which names the file and means nothing to a client.
+CONFIRMATION_REQUESTED_SCHEMA: dict[str, Any] = {
+    k: v for k, v in _contract.data_schema("confirmation-form").items() if k != "$id"
+}
+
+# Constant per tool: they name the operation and the kind of target, and never
+# carry argument text, ids or binding values (nothing an agent could inject).
+CONFIRMATION_MESSAGES: Mapping[str, str] = {
+    "engram_memory_capture": (
+        "Approve storing a new memory candidate? It stays pending until the admission policy decides."
+    ),
+    "engram_memory_request_admission": (
+        "Approve asking the admission policy to decide on a pending memory candidate?"
+    ),
+    "engram_memory_withdraw": (
+        "Approve withdrawing a pending memory candidate? Its key is destroyed; this cannot be undone."
+    ),
+    "engram_memory_forget": (
+        "Approve permanently forgetting an admitted memory record? It will never be returned again;"
+        " this cannot be undone."
+    ),
+}
+
+BindingReason = Literal[
+    "missing",
+    "malformed",
+    "bad_algorithm",
+    "wrong_type",
+    "untrusted_key",
+    "bad_signature",
+    "bad_claims",
+    "wrong_issuer",
+    "wrong_audience",
+    "expired",
+    "not_yet_valid",
+    "too_long_lived",
+    "scope_not_served",
+]
+
+
+class BindingRejected(Exception):
+    """The binding cannot be trusted. ``reason`` is for server logs, never for clients."""
+
+    def __init__(self, reason: BindingReason) -> None:
+        super().__init__(reason)
+        self.reason: BindingReason = reason
+
+
+class StateRejected(Exception):
+    """A sealed token cannot be opened: forged, tampered, sealed under another key or malformed."""
+
+
+@dataclass(frozen=True)
+class Binding:
+    tenant: str
+    workspace: str
+    principal: str
+    agent_id: str
+    session: str
+    purpose_ref: str
+    issuer: str
+    audience: str
+    issued_at: int
+    expires_at: int
+    token_id: str
+
+
+@dataclass(frozen=True)
+class TrustedHost:
+    """A host key from the server's configuration, optionally narrowed to one issuer and some scopes."""
+
+    public_key: Ed25519PublicKey
+    issuer: str | None = None
+    scopes: frozenset[tuple[str, str]] | None = None  # (tenant, workspace) pairs; None: any scope
+
+
+# -- keys ------------------------------------------------------------------
+
+
+def generate_host_key() -> tuple[Ed25519PrivateKey, Ed25519PublicKey]:
+    private = Ed25519PrivateKey.generate()
+    return private, private.public_key()
+
+
+def private_key_pem(key: Ed25519PrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+def public_key_pem(key: Ed25519PublicKey) -> bytes:
+    return key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+
+
+def load_private_key(pem: bytes) -> Ed25519PrivateKey:
+    key = serialization.load_pem_private_key(pem, password=None)
+    if not isinstance(key, Ed25519PrivateKey):
+        raise ValueError("not an Ed25519 private key")
+    return key
+
+
+def load_public_key(pem: bytes) -> Ed25519PublicKey:
+    key = serialization.load_pem_public_key(pem)
+    if not isinstance(key, Ed25519PublicKey):
+        raise ValueError("not an Ed25519 public key")
+    return key
+
+
+# -- binding ---------------------------------------------------------------
+
+
+def mint_binding(
+    private_key: Ed25519PrivateKey,
+    kid: str,
+    *,
+    audience: str,
+    issuer: str,
+    tenant: str,
+    workspace: str,
+    principal: str,
+    agent_id: str,
+    session: str,
+    purpose_ref: str,
+    lifetime: int = 60,
+    now: float | None = None,
+    header: Mapping[str, Any] | None = None,
+    **overrides: Any,
+) -> str:
+    """A binding as a host mints it. ``overrides`` replace claims (None drops one) so tests can forge."""
+    issued = int(time.time() if now is None else now)
+    claims: dict[str, Any] = {
+        "iss": issuer,
+        "aud": audience,
+        "iat": issued,
+        "exp": issued + lifetime,
+        "jti": secrets.token_urlsafe(16),
+        "tenant": tenant,
+        "workspace": workspace,
+        "principal": principal,
+        "agent_id": agent_id,
+        "session": session,
+        "purpose_ref": purpose_ref,
+    }
+    claims.update(overrides)
+    claims = {k: v for k, v in claims.items() if v is not None}
+    headers = {"kid": kid, "typ": BINDING_TOKEN_TYPE, **(header or {})}
+    return jwt.encode(claims, private_key, algorithm=BINDING_ALGORITHM, headers=headers)
+
+
+def verify_binding(
+    token: str | None,
+    trusted_keys: Mapping[str, Ed25519PublicKey | TrustedHost],
+    *,
+    audience: str,
+    now: float | None = None,
+) -> Binding:
+    """The verified binding, or BindingRejected. Checks run cheapest and least trusting first."""
+    if token is None or token == "":
+        raise BindingRejected("missing")
+    if not isinstance(token, str):
+        raise BindingRejected("malformed")
+    try:
+        header = jwt.get_unverified_header(token)
+    except jwt.PyJWTError:
+        raise BindingRejected("malformed") from None
+    if header.get("alg") != BINDING_ALGORITHM:
+        raise BindingRejected("bad_algorithm")
+    if header.get("typ") != BINDING_TOKEN_TYPE:
+        raise BindingRejected("wrong_type")
+    if set(header) != _BINDING_HEADER:
+        raise BindingRejected("malformed")
+    host = trusted_keys.get(header["kid"]) if isinstance(header["kid"], str) else None
+    if host is None:
+        raise BindingRejected("untrusted_key")
+    if isinstance(host, Ed25519PublicKey):
+        host = TrustedHost(host)
+
+    try:
+        # Only the signature is PyJWT's job: the claim checks below use the
+        # profile's limits and the caller's clock, and name their own reasons.
+        claims = jwt.decode(
+            token,
+            host.public_key,
+            algorithms=[BINDING_ALGORITHM],
+            options={
+                "verify_signature": True,
+                "verify_exp": False,
+                "verify_nbf": False,
+                "verify_iat": False,
+                "verify_aud": False,
+                "verify_iss": False,
+                "verify_sub": False,
+                "verify_jti": False,
+            },
+        )
+    except jwt.InvalidSignatureError:
+        raise BindingRejected("bad_signature") from None
+    except jwt.PyJWTError:
+        raise BindingRejected("malformed") from None
+
+    if not _claims_validator.is_valid(claims) or claims["exp"] <= claims["iat"]:
+        raise BindingRejected("bad_claims")
+    if host.issuer is not None and claims["iss"] != host.issuer:
+        raise BindingRejected("wrong_issuer")
+    if claims["aud"] != audience:
+        raise BindingRejected("wrong_audience")
+    if claims["exp"] - claims["iat"] > BINDING_MAX_LIFETIME:
+        raise BindingRejected("too_long_lived")
+    clock = time.time() if now is None else now
+    if clock >= claims["exp"] + BINDING_CLOCK_SKEW:
+        raise BindingRejected("expired")
+    if max(claims["iat"], claims.get("nbf", 0)) > clock + BINDING_CLOCK_SKEW:
+        raise BindingRejected("not_yet_valid")
+    if host.scopes is not None and (claims["tenant"], claims["workspace"]) not in host.scopes:
+        raise BindingRejected("scope_not_served")
+
+    return Binding(
+        tenant=claims["tenant"],
+        workspace=claims["workspace"],
+        principal=claims["principal"],
+        agent_id=claims["agent_id"],
+        session=claims["session"],
+        purpose_ref=claims["purpose_ref"],
+        issuer=claims["iss"],
+        audience=claims["aud"],
+        issued_at=claims["iat"],
+        expires_at=claims["exp"],
+        token_id=claims["jti"],
+    )
+
+
+# -- digests and ids bound to the binding ----------------------------------
+
+
+def operation_target(tool: str, arguments: Mapping[str, Any]) -> str | None:
+    """The value of the tool's target argument (spec/tools.json), or None."""
+    name = _contract.tools[tool].target
+    return None if name is None else arguments.get(name)
+
+
+def _scoped(kind: str, tool: str, target: str | None, arguments: Mapping[str, Any], binding: Binding) -> str:
+    # Arguments reach here already valid (host profile, order of checks), so
+    # canonical JSON never meets an unsafe integer or a lone surrogate.
+    return profile_digest(
+        kind,
+        {
+            "capability": tool,
+            "target": target,
+            "arguments": dict(arguments),
+            "principal": binding.principal,
+            "tenant": binding.tenant,
+            "workspace": binding.workspace,
+        },
+    )
+
+
+def operation_digest(tool: str, target: str | None, arguments: Mapping[str, Any], binding: Binding) -> str:
+    """What a human approves: this tool, on this target, with exactly these arguments, for this principal."""
+    return _scoped("operation", tool, target, arguments, binding)
+
+
+def idempotency_intent(tool: str, target: str | None, arguments: Mapping[str, Any], binding: Binding) -> str:
+    """The hash a principal-scoped idempotency key is reserved against (the key itself left out)."""
+    rest = {k: v for k, v in arguments.items() if k != "idempotency_key"}
+    return _scoped("idempotency-intent", tool, target, rest, binding)
+
+
+def scope_ref(binding: Binding) -> str:
+    """The engine scope_ref this layer writes into every captured payload."""
+    return profile_digest("scope", {"tenant": binding.tenant, "workspace": binding.workspace})
+
+
+def capture_source_ref(binding: Binding) -> str:
+    return profile_digest(
+        "capture-source",
+        {"tenant": binding.tenant, "workspace": binding.workspace, "principal": binding.principal},
+    )
+
+
+def capture_candidate_id(binding: Binding, idempotency_key: str) -> str:
+    """The candidate_id a capture gets: the upstream identity, with the source scoping keys per principal."""
+    return candidate_id(capture_source_ref(binding), CAPTURE_SEQUENCE, idempotency_key)
+
+
+def journal_event_id(binding: Binding, idempotency_key: str) -> str:
+    """The journal event id of a mutation: never the raw key, which upstream journals treat as global."""
+    value = {
+        "tenant": binding.tenant,
+        "workspace": binding.workspace,
+        "principal": binding.principal,
+        "idempotency_key": idempotency_key,
+    }
+    return "evt_" + profile_digest("journal-event-id", value).removeprefix("sha256:")
+
+
+# -- confirmation ----------------------------------------------------------
+
+
+def confirmation_required(tool: str, policy_tools: AbstractSet[str]) -> bool:
+    """Whether a call needs a human confirmation; ``policy_tools`` is the bound scope's configured set."""
+    mode = _contract.tools[tool].confirmation
+    return mode == "always" or (mode == "policy" and tool in policy_tools)
+
+
+def confirmation_message(tool: str) -> str:
+    return CONFIRMATION_MESSAGES[tool]
+
+
+def supports_form_elicitation(capabilities: Mapping[str, Any] | None, protocol_version: str) -> bool:
+    """Whether a client declared form-mode elicitation (an empty elicitation object means form)."""
+    if not is_version_at_least(protocol_version, ELICITATION_SINCE) or not isinstance(capabilities, Mapping):
+        return False
+    elicitation = capabilities.get("elicitation")
+    if not isinstance(elicitation, Mapping):
+        return False
+    return isinstance(elicitation.get("form"), Mapping) or not ({"form", "url"} & set(elicitation))
+
+
+def is_approval(response: Any) -> bool:
+    """True only for an accept whose content is exactly {"confirm": true}."""
+    if isinstance(response, Mapping):
+        action, content = response.get("action"), response.get("content")
+    else:
+        action, content = getattr(response, "action", None), getattr(response, "content", None)
+    return (
+        action == "accept"
+        and isinstance(content, Mapping)
+        and set(content) == {"confirm"}
+        and content["confirm"] is True  # not 1, not "true"
+    )
+
+
+@dataclass(frozen=True)
+class ConfirmationState:
+    capability: str
+    target: str | None
+    operation_digest: str
+    principal: str
+    tenant: str
+    workspace: str
+    session: str
+    issued_at: int
+    expires_at: int
+    nonce: str
+
+    @classmethod
+    def mint(
+        cls,
+        tool: str,
+        target: str | None,
+        arguments: Mapping[str, Any],
+        binding: Binding,
+        *,
+        ttl: int = CONFIRMATION_TTL_MAX,
+        now: float | None = None,
+    ) -> ConfirmationState:
+        if not 1 <= ttl <= CONFIRMATION_TTL_MAX:
+            raise ValueError("confirmation TTL outside 1..confirmation.ttl.max")
+        issued = int(time.time() if now is None else now)
+        return cls(
+            capability=tool,
+            target=target,
+            operation_digest=operation_digest(tool, target, arguments, binding),
+            principal=binding.principal,
+            tenant=binding.tenant,
+            workspace=binding.workspace,
+            session=binding.session,
+            issued_at=issued,
+            expires_at=issued + ttl,
+            nonce=secrets.token_urlsafe(16),
+        )
+
+    def to_claims(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_claims(cls, claims: Any) -> ConfirmationState:
+        if not _state_validator.is_valid(claims):
+            raise StateRejected("state claims do not match request-state.schema.json")
+        if not 1 <= claims["expires_at"] - claims["issued_at"] <= CONFIRMATION_TTL_MAX:
+            raise StateRejected("state lifetime outside 1..confirmation.ttl.max")
+        return cls(**claims)
+
+    def mismatch(
+        self, tool: str, target: str | None, arguments: Mapping[str, Any], binding: Binding, *, now: float | None = None
+    ) -> str | None:
+        """Why this state cannot confirm this call (a log token), or None when it can."""
+        if (time.time() if now is None else now) >= self.expires_at:
+            return "expired"
+        expected = {
+            "capability": tool,
+            "target": target,
+            "principal": binding.principal,
+            "tenant": binding.tenant,
+            "workspace": binding.workspace,
+            "session": binding.session,
+        }
+        for name, value in expected.items():
+            if getattr(self, name) != value:
+                return f"{name}_mismatch"
+        if self.operation_digest != operation_digest(tool, target, arguments, binding):
+            return "operation_mismatch"
+        return None
+
+
+_B64URL = re.compile(r"[A-Za-z0-9_-]+\Z")
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64url(text: str) -> bytes:
+    """Strict unpadded base64url: one spelling per byte string, so a token cannot be re-encoded."""
+    if not isinstance(text, str) or not _B64URL.match(text):
+        raise StateRejected("not base64url")
+    try:
+        data = base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=True)
+    except binascii.Error:
+        raise StateRejected("not base64url") from None
+    if _b64url(data) != text:
+        raise StateRejected("not canonical base64url")
+    return data
+
+
+class Sealer:
+    """AES-256-GCM over canonical JSON; the associated data names what the token is for."""
+
+    NONCE_BYTES = 12
+
+    def __init__(self, key: bytes, *, associated_data: bytes) -> None:
+        if len(key) != 32:
+            raise ValueError("an AES-256 key is 32 bytes")
+        self._aead = AESGCM(key)
+        self._aad = associated_data
+
+    def seal(self, claims: Mapping[str, Any]) -> str:
+        nonce = os.urandom(self.NONCE_BYTES)
+        return _b64url(nonce + self._aead.encrypt(nonce, canonical_bytes(dict(claims)), self._aad))
+
+    def open(self, token: str) -> dict[str, Any]:
+        raw = _unb64url(token)
+        if len(raw) < self.NONCE_BYTES + 16:
+            raise StateRejected("too short")
+        try:
+            plain = self._aead.decrypt(raw[: self.NONCE_BYTES], raw[self.NONCE_BYTES :], self._aad)
+        except InvalidTag:
+            raise StateRejected("does not authenticate") from None
+        claims = json.loads(plain)
+        if not isinstance(claims, dict):
+            raise StateRejected("not an object")
+        return claims
+
+
+class ConfirmationSealer(Sealer):
+    """Seals the request_state of a modern-era confirmation."""
+
+    def __init__(self, key: bytes) -> None:
+        super().__init__(key, associated_data=REQUEST_STATE_AAD)
+
+    def seal_state(self, state: ConfirmationState) -> str:
+        return self.seal(state.to_claims())
+
+    def open_state(self, token: str) -> ConfirmationState:
+        return ConfirmationState.from_claims(self.open(token))
+
+
+@dataclass(frozen=True)
+class GateVerdict:
+    """The outcome of a modern-era retry. ``consume`` is the nonce to burn durably before acting, if any."""
+
+    approved: bool
+    reason: str | None  # a log token when not approved
+    consume: str | None
+    expires_at: int | None  # how long the consumed nonce must be remembered
+
+
+def check_retry(
+    sealer: ConfirmationSealer,
+    *,
+    request_state: str | None,
+    input_responses: Mapping[str, Any] | None,
+    tool: str,
+    target: str | None,
+    arguments: Mapping[str, Any],
+    binding: Binding,
+    now: float | None = None,
+) -> GateVerdict:
+    """Judge a retry that carries request_state and/or input_responses. Fails closed on every branch."""
+    if request_state is None:
+        return GateVerdict(False, "missing_state", None, None)
+    try:
+        state = sealer.open_state(request_state)
+    except StateRejected:
+        return GateVerdict(False, "unreadable_state", None, None)
+    reason = state.mismatch(tool, target, arguments, binding, now=now)
+    if reason is not None:
+        return GateVerdict(False, reason, None, None)
+    # From here the state belongs to this call: burn it whatever the answer, so
+    # a declined confirmation cannot be answered again.
+    answer = (input_responses or {}).get(CONFIRMATION_INPUT_KEY)
+    if not is_approval(answer):
+        return GateVerdict(False, "not_confirmed", state.nonce, state.expires_at)
+    return GateVerdict(True, None, state.nonce, state.expires_at)
