@@ -1,13 +1,78 @@
-"""Command line of engram-reference."""
+"""engram-reference: init a configuration, serve it over stdio or HTTP, verify its store."""
 
 from __future__ import annotations
 
+import argparse
+import logging
+import secrets
 import sys
+from pathlib import Path
+
+from engram_mcp.reference._config import ConfigError, load_config
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="engram-reference",
+        description="The reference MCP server for Engram memory over MCP, contract 1.0.0.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    init = commands.add_parser("init", help="write server.toml, conformance-profile.toml and keys into DIR")
+    init.add_argument("directory", type=Path)
+    init.add_argument("--force", action="store_true", help="overwrite an existing configuration")
+    serve = commands.add_parser("serve", help="serve over stdio, or streamable HTTP with --http")
+    serve.add_argument("--config", type=Path, required=True)
+    serve.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP on this address")
+    verify = commands.add_parser("verify", help="check the store's integrity and the journals' hash chains")
+    verify.add_argument("--config", type=Path, required=True)
+    return parser
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) <= 65_535:
+        raise ValueError("--http takes HOST:PORT")
+    return host.strip("[]"), int(port)
 
 
 def main(argv: list[str] | None = None) -> int:
-    print("engram-reference: the reference server is not available yet in this release.", file=sys.stderr)
-    return 2
+    args = _parser().parse_args(argv)
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="engram-reference: %(message)s")
+    try:
+        if args.command == "init":
+            from engram_mcp.reference._init import write_configuration
+
+            if (args.directory / "server.toml").exists() and not args.force:
+                print(f"engram-reference: {args.directory / 'server.toml'} exists (use --force)", file=sys.stderr)
+                return EXIT_USAGE
+            written = write_configuration(args.directory, seed=secrets.token_hex(4))
+            for path in written:
+                print(path)
+            return EXIT_OK
+        config = load_config(args.config)
+        if args.command == "verify":
+            from engram_mcp.reference._verify import verify_store
+
+            problems = verify_store(config)
+            for problem in problems:
+                print(f"FAIL {problem}")
+            print("store verified: integrity ok, journal chain ok, audit chain ok" if not problems else "store verification failed")
+            return EXIT_FAILED if problems else EXIT_OK
+        from engram_mcp.reference._serve import serve_http, serve_stdio
+
+        if args.http:
+            host, port = _address(args.http)
+            serve_http(config, host, port)
+        else:
+            serve_stdio(config)
+        return EXIT_OK
+    except (ConfigError, ValueError) as problem:
+        print(f"engram-reference: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return EXIT_OK
 
 
 if __name__ == "__main__":

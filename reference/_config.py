@@ -1,0 +1,138 @@
+"""server.toml: who may use memory, with which tools, under which host policy.
+
+Memory is off unless a scope entry turns it on. Paths are relative to the
+configuration file's folder.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from engram_mcp.contract import load
+from engram_mcp.contract.binding import load_public_key
+from engram_mcp.reference._core import ScopePolicy
+from engram_mcp.reference._crypto import load_kek
+from engram_mcp.reference._policy import policy_named
+from engram_mcp.reference._ports import Scope
+
+
+class ConfigError(Exception):
+    """The configuration cannot be used; the message names the setting, never a secret."""
+
+
+@dataclass(frozen=True)
+class ScopeConfig:
+    scope: Scope
+    memory: bool
+    grants: Mapping[str, frozenset[str]]  # principal -> tools
+    policy: ScopePolicy
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    path: Path
+    audience: str
+    store: Path
+    kek: bytes
+    trusted_keys: Mapping[str, Ed25519PublicKey]
+    http_bearer_token: str | None
+    scopes: Mapping[Scope, ScopeConfig] = field(default_factory=dict)
+
+    def derived_key(self, purpose: str) -> bytes:
+        """A subkey of the key-encryption key for one purpose (cursors, request states)."""
+        return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=f"engram-memory-mcp/{purpose}/v1".encode()).derive(self.kek)
+
+    def policy_for(self, scope: Scope) -> ScopePolicy:
+        return self.scopes[scope].policy
+
+    def tools_for(self, scope: Scope, principal: str) -> frozenset[str]:
+        """The tools a principal discovers in a scope: none unless memory is on there."""
+        entry = self.scopes.get(scope)
+        if entry is None or not entry.memory:
+            return frozenset()
+        return entry.grants.get(principal, frozenset())
+
+
+def _require(table: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
+    if key not in table:
+        raise ConfigError(f"{where}: '{key}' is missing")
+    value = table[key]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ConfigError(f"{where}: '{key}' must be a {kind.__name__}")
+    return value
+
+
+def _scope(entry: Mapping[str, Any], index: int) -> ScopeConfig:
+    where = f"scopes[{index}]"
+    contract = load()
+    ttl_max = contract.limit("confirmation.ttl.max")
+    ttl = entry.get("confirmation_ttl_seconds", ttl_max)
+    if not isinstance(ttl, int) or not 1 <= ttl <= ttl_max:
+        raise ConfigError(f"{where}: 'confirmation_ttl_seconds' must be 1 to {ttl_max}")
+    grants: dict[str, frozenset[str]] = {}
+    for principal, tools in _require(entry, "principals", dict, where).items():
+        unknown = set(tools) - set(contract.tools)
+        if unknown:
+            raise ConfigError(f"{where}: principal '{principal}' is granted a tool the contract does not define")
+        grants[principal] = frozenset(tools)
+    try:
+        admission = policy_named(entry.get("admission_policy", "secret-scan"))
+    except KeyError:
+        raise ConfigError(f"{where}: unknown 'admission_policy'") from None
+    policy = ScopePolicy(
+        admission=admission,
+        allow_retain=bool(entry.get("allow_retain", False)),
+        retention_ceiling=timedelta(seconds=int(entry.get("retention_ceiling_seconds", 365 * 24 * 3600))),
+        consented_families=frozenset(entry.get("consented_families", [])),
+        confirm_capture=bool(entry.get("confirm_capture", False)),
+        confirm_admission=bool(entry.get("confirm_admission", False)),
+        confirmation_ttl=timedelta(seconds=ttl),
+    )
+    scope = Scope(_require(entry, "tenant", str, where), _require(entry, "workspace", str, where))
+    return ScopeConfig(scope=scope, memory=bool(entry.get("memory", False)), grants=grants, policy=policy)
+
+
+def load_config(path: Path) -> ServerConfig:
+    path = Path(path).resolve()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read the configuration ({type(exc).__name__})") from None
+    base = path.parent
+    server = _require(data, "server", dict, "file")
+    keys: dict[str, Ed25519PublicKey] = {}
+    for kid, key_file in _require(data, "host_keys", dict, "file").items():
+        try:
+            keys[kid] = load_public_key((base / key_file).read_bytes())
+        except (OSError, ValueError, TypeError):
+            raise ConfigError(f"host_keys: key '{kid}' cannot be loaded") from None
+    try:
+        kek = load_kek(base / _require(server, "kek_file", str, "server"))
+    except (OSError, ValueError):
+        raise ConfigError("server: 'kek_file' cannot be loaded") from None
+    bearer_file = server.get("http_bearer_token_file")
+    bearer = (base / bearer_file).read_text(encoding="utf-8").strip() if bearer_file else None
+    scopes = {}
+    for index, entry in enumerate(data.get("scopes", [])):
+        scope_config = _scope(entry, index)
+        if scope_config.scope in scopes:
+            raise ConfigError(f"scopes[{index}]: this tenant and workspace appear twice")
+        scopes[scope_config.scope] = scope_config
+    return ServerConfig(
+        path=path,
+        audience=_require(server, "audience", str, "server"),
+        store=base / _require(server, "store", str, "server"),
+        kek=kek,
+        trusted_keys=keys,
+        http_bearer_token=bearer,
+        scopes=scopes,
+    )

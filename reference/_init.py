@@ -1,0 +1,123 @@
+"""engram-reference init: a working configuration and the matching conformance profile.
+
+The configuration exercises every policy switch the contract depends on: two
+tenants, two workspaces, a tenant not opted in, a principal granted only some
+tools, gated and ungated scopes, each built-in admission policy, and a short
+confirmation TTL so that expiry can be tested in seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+from engram_mcp.contract import load
+from engram_mcp.contract.binding import generate_host_key, private_key_pem, public_key_pem
+from engram_mcp.reference._crypto import write_kek
+
+ALL_TOOLS = list(load().tools)
+READ_AND_CAPTURE = ["engram_memory_search", "engram_memory_get", "engram_memory_capture"]
+TTL_SECONDS = 20
+CEILING_SECONDS = 30 * 24 * 3600
+PURPOSE = "purpose:conformance"
+
+SCOPES: list[dict[str, Any]] = [
+    # The main scope: ungated, secret-scanning admission, retain allowed, two consented families.
+    {"tenant": "acme", "workspace": "research", "memory": True, "admission_policy": "secret-scan",
+     "allow_retain": True, "consented_families": ["family:alpha", "family:beta"],
+     "confirm_capture": False, "confirm_admission": False},
+    # Same tenant, second workspace: capture and admission need a human confirmation here.
+    {"tenant": "acme", "workspace": "ops", "memory": True, "admission_policy": "secret-scan",
+     "allow_retain": False, "consented_families": [], "confirm_capture": True, "confirm_admission": True},
+    # Second tenant, for isolation, with every decision left to adjudication.
+    {"tenant": "globex", "workspace": "research", "memory": True, "admission_policy": "adjudicate",
+     "allow_retain": False, "consented_families": [], "confirm_capture": False, "confirm_admission": False},
+    # A tenant that has not opted in: it discovers no tool at all.
+    {"tenant": "initech", "workspace": "research", "memory": False, "admission_policy": "secret-scan",
+     "allow_retain": False, "consented_families": [], "confirm_capture": False, "confirm_admission": False},
+]
+PRINCIPALS = {"agent-full": ALL_TOOLS, "agent-limited": READ_AND_CAPTURE}
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    text = str(value).replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{text}"'
+
+
+def _scope_tables(header: str) -> list[str]:
+    lines = []
+    for scope in SCOPES:
+        lines += ["", f"[[{header}]]"]
+        lines += [f"{key} = {_toml(value)}" for key, value in scope.items()]
+        lines += [f"confirmation_ttl_seconds = {TTL_SECONDS}", f"retention_ceiling_seconds = {CEILING_SECONDS}"]
+        lines += ["", f"[{header}.principals]"]
+        lines += [f'"{name}" = {_toml(tools)}' for name, tools in PRINCIPALS.items()]
+    return lines
+
+
+def _write(path: Path, data: bytes | str, private: bool = False) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o644)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(raw)
+    return path
+
+
+def write_configuration(directory: Path, *, seed: str) -> list[Path]:
+    directory = Path(directory).resolve()
+    keys = directory / "keys"
+    keys.mkdir(parents=True, exist_ok=True)
+    kek = keys / "kek.bin"
+    if not kek.exists():  # a re-init keeps the key, so an existing store stays readable
+        write_kek(kek)
+    private, public = generate_host_key()
+    kid = f"test-host-{seed}"
+    audience = f"engram-reference-{seed}"
+    bearer = secrets.token_urlsafe(32)
+    written = [
+        kek,
+        _write(keys / "host.key.pem", private_key_pem(private), private=True),
+        _write(keys / "host.pub.pem", public_key_pem(public)),
+        _write(keys / "http-bearer.txt", bearer + "\n", private=True),
+    ]
+    server = [
+        "# engram-reference configuration. Memory is off for any scope not listed with memory = true.",
+        "[server]",
+        f"audience = {_toml(audience)}",
+        'store = "store/engram.sqlite3"',
+        'kek_file = "keys/kek.bin"',
+        'http_bearer_token_file = "keys/http-bearer.txt"',
+        "",
+        "# Host keys this server trusts, by JWS key id.",
+        "[host_keys]",
+        f'"{kid}" = "keys/host.pub.pem"',
+        *_scope_tables("scopes"),
+    ]
+    written.append(_write(directory / "server.toml", "\n".join(server) + "\n"))
+    profile = [
+        "# Conformance profile for the configuration beside it: how the harness acts as host.",
+        "[target]",
+        f"audience = {_toml(audience)}",
+        "",
+        "[binding]",
+        'kind = "signed-meta"',
+        'issuer = "conformance-host"',
+        f"kid = {_toml(kid)}",
+        'private_key_file = "keys/host.key.pem"',
+        f"purpose_ref = {_toml(PURPOSE)}",
+        "",
+        "[http]",
+        'bearer_token_file = "keys/http-bearer.txt"',
+        *_scope_tables("scopes"),
+    ]
+    written.append(_write(directory / "conformance-profile.toml", "\n".join(profile) + "\n"))
+    return written

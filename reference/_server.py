@@ -1,0 +1,220 @@
+"""The MCP edge: host binding, grants, validation, confirmation gates, envelopes.
+
+Built on the SDK's low-level Server, which hands arguments through untouched,
+so closed schemas are enforced here by the shared oracle. Both protocol eras
+are served; the client's first request picks one. Nothing from a request's
+input or from an exception ever reaches the client: refusals are the error
+table's constant envelopes, or the two constant JSON-RPC errors.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from functools import partial
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server import Server, ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from engram_mcp.contract import ArgumentOracle, load
+from engram_mcp.contract.binding import (
+    CONFIRMATION_EXECUTE_WITHIN,
+    CONFIRMATION_INPUT_KEY,
+    CONFIRMATION_REQUESTED_SCHEMA,
+    HOST_BINDING_META_KEY,
+    Binding,
+    BindingRejected,
+    ConfirmationSealer,
+    ConfirmationState,
+    check_retry,
+    confirmation_message,
+    confirmation_required,
+    is_approval,
+    operation_target,
+    supports_form_elicitation,
+    verify_binding,
+)
+from engram_mcp.reference._audit import AuditJournal
+from engram_mcp.reference._config import ServerConfig
+from engram_mcp.reference._core import Engine, scope_of
+from engram_mcp.reference._crypto import AesGcmCipher
+from engram_mcp.reference._envelope import Outcome, envelope, new_audit_id, tool_result
+from engram_mcp.reference._store import Store
+
+log = logging.getLogger("engram_mcp.reference")
+
+SERVER_NAME = "engram-reference"
+_CONTRACT = load()
+_UNKNOWN_TOOL = _CONTRACT.protocol_errors["unknown_tool"]
+_UNTRUSTED = _CONTRACT.protocol_errors["trusted_context_unavailable"]
+
+
+def _protocol_error(error: Any) -> MCPError:
+    return MCPError(code=error.jsonrpc_code, message=error.message)
+
+
+def _purpose(tool: str, arguments: Mapping[str, Any]) -> str | None:
+    if tool == "engram_memory_capture":
+        return arguments["payload"]["purpose_ref"]
+    return arguments.get("purpose_ref")
+
+
+def _annotations(tool: str) -> types.ToolAnnotations:
+    spec = _CONTRACT.tools[tool]
+    return types.ToolAnnotations(
+        title=spec.title,
+        read_only_hint=spec.mutability == "read-only",
+        destructive_hint=spec.confirmation == "always",
+        idempotent_hint=spec.idempotent,
+        open_world_hint=False,
+    )
+
+
+def _advertised(tool: str) -> types.Tool:
+    spec = _CONTRACT.tools[tool]
+    return types.Tool(
+        name=tool,
+        title=spec.title,
+        description=spec.description,
+        input_schema=_CONTRACT.advertised_input_schema(tool),
+        output_schema=_CONTRACT.advertised_output_schema(tool),
+        annotations=_annotations(tool),
+    )
+
+
+class ReferenceServer:
+    """One configured server: the store, the engine, and the MCP handlers over them."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.store = Store(config.store)
+        self.engine = Engine(self.store, AesGcmCipher(config.kek), config.policy_for, config.derived_key("page-cursor"))
+        self.audit = AuditJournal(self.store)
+        self.sealer = ConfirmationSealer(config.derived_key("request-state"))
+        self.oracle = ArgumentOracle()
+        self.tools = {name: _advertised(name) for name in _CONTRACT.tools}
+        self.server = Server(
+            SERVER_NAME,
+            version="1.0.0",
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+        )
+
+    # -- binding -------------------------------------------------------------
+
+    def _binding(self, ctx: ServerRequestContext) -> Binding | None:
+        """The verified binding; None when the request carries none at all."""
+        meta = ctx.meta or {}
+        if HOST_BINDING_META_KEY not in meta:
+            return None
+        try:
+            return verify_binding(meta[HOST_BINDING_META_KEY], self.config.trusted_keys, audience=self.config.audience)
+        except BindingRejected as rejected:
+            log.info("binding refused: %s", rejected.reason)
+            raise _protocol_error(_UNTRUSTED) from None
+
+    async def _list_tools(self, ctx: ServerRequestContext, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        binding = self._binding(ctx)
+        granted = self.config.tools_for(scope_of(binding), binding.principal) if binding else frozenset()
+        return types.ListToolsResult(tools=[self.tools[name] for name in _CONTRACT.tools if name in granted])
+
+    # -- tools/call ----------------------------------------------------------
+
+    async def _call_tool(self, ctx: ServerRequestContext, params: types.CallToolRequestParams) -> types.CallToolResult | types.InputRequiredResult:
+        binding = self._binding(ctx)
+        if binding is None:
+            raise _protocol_error(_UNTRUSTED)
+        tool = params.name
+        if tool not in self.config.tools_for(scope_of(binding), binding.principal):
+            await self._audit(binding, tool if tool in _CONTRACT.tools else "unknown", str(_UNKNOWN_TOOL.jsonrpc_code))
+            raise _protocol_error(_UNKNOWN_TOOL)
+        audit_id = new_audit_id()
+        try:
+            result = await self._guarded_call(ctx, params, tool, binding, audit_id)
+        except MCPError:
+            await self._audit(binding, tool, str(_UNTRUSTED.jsonrpc_code))
+            raise
+        except Exception:  # anything unforeseen leaves as a constant envelope, never as text
+            log.exception("tool call failed")
+            mutating = _CONTRACT.tools[tool].mutability != "read-only"
+            result = Outcome(code="MUTATION_OUTCOME_UNKNOWN" if mutating else "STORE_UNAVAILABLE")
+        if isinstance(result, types.InputRequiredResult):
+            return result
+        await self._audit(binding, tool, result.code or "ok", audit_id)
+        return tool_result(envelope(result, audit_id))
+
+    async def _guarded_call(
+        self, ctx: ServerRequestContext, params: types.CallToolRequestParams, tool: str, binding: Binding, audit_id: str
+    ) -> Outcome | types.InputRequiredResult:
+        arguments = params.arguments if params.arguments is not None else {}
+        now = datetime.now(UTC)
+        verdict = self.oracle.verdict(tool, arguments, now=now)
+        if not verdict.valid:
+            return Outcome(code=verdict.code)
+        if _purpose(tool, arguments) not in (None, binding.purpose_ref):
+            raise _protocol_error(_UNTRUSTED)
+        if _CONTRACT.tools[tool].idempotent:
+            replay = await anyio.to_thread.run_sync(self.engine.replay, tool, binding, arguments)
+            if replay is not None:
+                return replay  # a completed mutation is never confirmed twice
+        policy = self.config.policy_for(scope_of(binding))
+        gated = {t for t, on in (("engram_memory_capture", policy.confirm_capture),
+                                 ("engram_memory_request_admission", policy.confirm_admission)) if on}
+        if confirmation_required(tool, gated):
+            gate = await self._confirm(ctx, params, tool, binding, arguments, int(policy.confirmation_ttl.total_seconds()))
+            if isinstance(gate, types.InputRequiredResult):
+                return gate
+            if gate is None or time.time() - gate > CONFIRMATION_EXECUTE_WITHIN:
+                return Outcome(code="gate_failed")
+        return await anyio.to_thread.run_sync(self.engine.call, tool, binding, arguments, datetime.now(UTC))
+
+    async def _confirm(
+        self, ctx: ServerRequestContext, params: types.CallToolRequestParams, tool: str,
+        binding: Binding, arguments: dict[str, Any], ttl: int,
+    ) -> float | None | types.InputRequiredResult:
+        """The approval time, None when refused, or the modern era's request for input."""
+        capabilities = ctx.session.client_capabilities
+        declared = capabilities.model_dump(by_alias=True, exclude_none=True) if capabilities is not None else None
+        if not supports_form_elicitation(declared, ctx.protocol_version):
+            raise _protocol_error(_UNTRUSTED)  # the host cannot carry a confirmation at all
+        target = operation_target(tool, arguments)
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            if params.request_state is None and params.input_responses is None:
+                state = ConfirmationState.mint(tool, target, arguments, binding, ttl=ttl)
+                return types.InputRequiredResult(
+                    input_requests={
+                        CONFIRMATION_INPUT_KEY: types.ElicitRequest(
+                            params=types.ElicitRequestFormParams(
+                                message=confirmation_message(tool), requested_schema=CONFIRMATION_REQUESTED_SCHEMA
+                            )
+                        )
+                    },
+                    request_state=self.sealer.seal_state(state),
+                )
+            responses = {k: v.model_dump(by_alias=True, exclude_none=True) if hasattr(v, "model_dump") else v
+                         for k, v in (params.input_responses or {}).items()}
+            verdict = check_retry(self.sealer, request_state=params.request_state, input_responses=responses,
+                                  tool=tool, target=target, arguments=arguments, binding=binding)
+            if verdict.consume is not None and not await anyio.to_thread.run_sync(self.engine.consume_state, verdict.consume):
+                return None  # a replayed state
+            return time.time() if verdict.approved else None
+        try:
+            with anyio.fail_after(ttl):
+                answer = await ctx.session.elicit_form(
+                    confirmation_message(tool), CONFIRMATION_REQUESTED_SCHEMA, related_request_id=ctx.request_id
+                )
+        except Exception:  # timeout, an error reply, a closed channel: all refuse
+            return None
+        return time.time() if is_approval(answer) else None
+
+    async def _audit(self, binding: Binding, tool: str, outcome: str, audit_id: str | None = None) -> None:
+        await anyio.to_thread.run_sync(partial(self.audit.append, audit_id or new_audit_id(), binding, tool, outcome))
+
+    def close(self) -> None:
+        self.store.close()
