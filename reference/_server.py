@@ -114,10 +114,14 @@ class ReferenceServer:
         if HOST_BINDING_META_KEY not in meta:
             return None
         try:
-            return verify_binding(meta[HOST_BINDING_META_KEY], self.config.trusted_keys, audience=self.config.audience)
+            binding = verify_binding(meta[HOST_BINDING_META_KEY], self.config.trusted_keys, audience=self.config.audience)
         except BindingRejected as rejected:
             log.info("binding refused: %s", rejected.reason)
             raise _protocol_error(_UNTRUSTED) from None
+        if scope_of(binding) not in self.config.scopes:
+            log.info("binding refused: scope_not_served")
+            raise _protocol_error(_UNTRUSTED)  # a scope this server does not serve, unlike one with memory off
+        return binding
 
     async def _list_tools(self, ctx: ServerRequestContext, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         binding = self._binding(ctx)

@@ -1,0 +1,211 @@
+"""Targets and the wire: one MCP session per era, driven from synchronous checks.
+
+A target is named by one string (a "connectable"): ``stdio:CMD``,
+``http://…`` / ``https://…``, or ``reference`` (resolved by the CLI). Each
+Connection runs an SDK ClientSession on a background event loop and returns
+the raw wire result of every request, so the harness judges what the target
+sent — not what a client library made of it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+import tempfile
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import anyio
+import httpx2
+import mcp_types as types
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from pydantic import TypeAdapter
+
+from engram_mcp.conformance._host import Answer, Confirmer
+
+Era = Literal["legacy", "modern"]
+ERAS: tuple[Era, ...] = ("legacy", "modern")
+_RAW = TypeAdapter(dict[str, Any])
+
+
+class TargetUnreachable(Exception):
+    """The target could not be started or did not speak MCP; the message says which, plainly."""
+
+
+@dataclass(frozen=True)
+class Target:
+    kind: Literal["stdio", "http"]
+    command: tuple[str, ...] = ()
+    url: str = ""
+    env: Mapping[str, str] = field(default_factory=dict)
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return f"stdio:{shlex.join(self.command)}" if self.kind == "stdio" else self.url
+
+
+def parse_target(text: str, *, env: Mapping[str, str] | None = None, headers: Mapping[str, str] | None = None) -> Target:
+    """A connectable string as a Target; raises ValueError with a usage message."""
+    if text.startswith("stdio:"):
+        command = tuple(shlex.split(text[len("stdio:"):]))
+        if not command:
+            raise ValueError("stdio: needs a command, e.g. stdio:'my-server --flag'")
+        return Target("stdio", command=command, env=dict(env or {}))
+    if text.startswith(("http://", "https://")):
+        return Target("http", url=text, headers=dict(headers or {}))
+    raise ValueError("--target takes stdio:CMD, an http(s):// URL, or reference")
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One request's outcome as it crossed the wire."""
+
+    kind: Literal["result", "input_required", "error", "timeout"]
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    elapsed: float = 0.0
+
+    @property
+    def envelope(self) -> Any:
+        return (self.result or {}).get("structuredContent")
+
+    @property
+    def code(self) -> Any:
+        """The envelope's error code, or the JSON-RPC error code."""
+        if self.kind == "error":
+            return (self.error or {}).get("code")
+        envelope = self.envelope
+        return envelope.get("error", {}).get("code") if isinstance(envelope, dict) else None
+
+
+class Connection:
+    """One session with the target in one protocol era."""
+
+    def __init__(self, target: Target, era: Era, confirmer: Confirmer, *, elicitation: bool = True, timeout: float = 30.0) -> None:
+        self.target, self.era, self.confirmer = target, era, confirmer
+        self.elicitation, self.timeout = elicitation, timeout
+        self.answer: Answer = "accept"
+        self.silence_seconds = 0.0
+        self.elicitations = 0
+        self.protocol_noise: list[str] = []
+        self.stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
+        self._portal_cm: Any = None
+        self._portal: BlockingPortal | None = None
+        self._session_cm: Any = None
+        self._session: ClientSession | None = None
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def open(self) -> dict[str, Any]:
+        """Start the session; returns what the handshake said. Raises TargetUnreachable."""
+        self._portal_cm = start_blocking_portal()
+        self._portal = self._portal_cm.__enter__()
+        self._session_cm = self._portal.wrap_async_context_manager(self._connect())
+        try:
+            self._session, handshake = self._session_cm.__enter__()
+        except Exception as exc:  # the target's failure to start, described without a traceback
+            self._shutdown()
+            raise TargetUnreachable(self._describe_failure(exc)) from None
+        return handshake
+
+    @contextlib.asynccontextmanager
+    async def _connect(self) -> AsyncIterator[tuple[ClientSession, dict[str, Any]]]:
+        callback = self._on_elicit if self.elicitation else None
+        async with contextlib.AsyncExitStack() as stack:
+            if self.target.kind == "stdio":
+                params = StdioServerParameters(command=self.target.command[0], args=list(self.target.command[1:]),
+                                               env=dict(self.target.env) or None)
+                read, write = await stack.enter_async_context(stdio_client(params, errlog=self.stderr))
+            else:
+                client = await stack.enter_async_context(httpx2.AsyncClient(headers=dict(self.target.headers), timeout=self.timeout))
+                read, write = await stack.enter_async_context(streamable_http_client(self.target.url, http_client=client))
+            session = await stack.enter_async_context(
+                ClientSession(read, write, read_timeout_seconds=self.timeout, elicitation_callback=callback,
+                              message_handler=self._on_message)
+            )
+            with anyio.fail_after(self.timeout):
+                if self.era == "legacy":
+                    handshake = (await session.initialize()).model_dump(by_alias=True, exclude_none=True)
+                else:
+                    handshake = (await session.discover()).model_dump(by_alias=True, exclude_none=True)
+            yield session, handshake
+
+    def close(self) -> None:
+        self._shutdown()
+
+    def _shutdown(self) -> None:
+        for cm in (self._session_cm, self._portal_cm):
+            if cm is not None:
+                with contextlib.suppress(Exception):
+                    cm.__exit__(None, None, None)
+        self._session_cm = self._portal_cm = None
+        self._session = self._portal = None
+
+    def stderr_tail(self, limit: int = 2000) -> str:
+        self.stderr.seek(0)
+        return self.stderr.read()[-limit:]
+
+    def _describe_failure(self, exc: BaseException) -> str:
+        if isinstance(exc, FileNotFoundError | PermissionError):
+            return f"the target command cannot be started ({type(exc).__name__})"
+        if isinstance(exc, TimeoutError):
+            return "the target did not answer the opening request in time"
+        if self.protocol_noise:
+            return "the target wrote text that is not MCP on its protocol channel"
+        return f"the target did not complete the {'initialize' if self.era == 'legacy' else 'server/discover'} exchange ({type(exc).__name__})"
+
+    # -- callbacks --------------------------------------------------------------
+
+    async def _on_elicit(self, context: Any, params: Any) -> types.ElicitResult | types.ErrorData:
+        self.elicitations += 1
+        result = self.confirmer.elicit_result(self.answer)
+        if result is None:
+            await anyio.sleep(self.silence_seconds)
+            return types.ElicitResult(action="cancel")
+        return types.ElicitResult(**result)
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, Exception):
+            self.protocol_noise.append(type(message).__name__)
+
+    # -- requests ---------------------------------------------------------------
+
+    def _send(self, request: Any, timeout: float | None) -> Reply:
+        assert self._portal is not None and self._session is not None, "connection is not open"
+        session = self._session
+
+        async def send() -> Reply:
+            started = time.perf_counter()
+            try:
+                raw = await session.send_request(request, _RAW, request_read_timeout_seconds=timeout or self.timeout)
+            except MCPError as error:
+                payload = error.error.model_dump(by_alias=True, exclude_none=True)
+                kind = "timeout" if error.error.code == types.REQUEST_TIMEOUT else "error"
+                return Reply(kind, error=payload, elapsed=time.perf_counter() - started)
+            elapsed = time.perf_counter() - started
+            kind = "input_required" if raw.get("resultType") == "input_required" else "result"
+            return Reply(kind, result=raw, elapsed=elapsed)
+
+        return self._portal.call(send)
+
+    def list_tools(self, meta: Mapping[str, Any] | None) -> Reply:
+        params = types.PaginatedRequestParams(_meta=dict(meta)) if meta is not None else None
+        return self._send(types.ListToolsRequest(params=params), None)
+
+    def call(self, tool: str, arguments: Any, meta: Mapping[str, Any] | None, *, answer: Answer = "accept",
+             input_responses: Mapping[str, Any] | None = None, request_state: str | None = None,
+             timeout: float | None = None) -> Reply:
+        """tools/call with exactly these arguments; in the legacy era ``answer`` answers any elicitation."""
+        self.answer = answer
+        # model_construct: the harness must be able to send arguments no schema would allow.
+        params = types.CallToolRequestParams.model_construct(
+            name=tool, arguments=arguments, input_responses=dict(input_responses) if input_responses is not None else None,
+            request_state=request_state, meta=dict(meta) if meta is not None else None,
+        )
+        return self._send(types.CallToolRequest.model_construct(method="tools/call", params=params), timeout)

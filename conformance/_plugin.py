@@ -1,0 +1,273 @@
+"""The pytest plugin that turns the suite into a conformance run.
+
+Load it with ``-p engram_mcp.conformance._plugin``; the ``conformance``
+command does. It adds the run's options, opens one connection per era after a
+preflight, gives checks a World, maps outcomes to statuses and writes the
+reports when the session ends.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engram_mcp.conformance._checks import Blocked, Status, is_should_only
+from engram_mcp.conformance._connect import ERAS, Connection, Target, TargetUnreachable, parse_target
+from engram_mcp.conformance._host import Confirmer, HostBinding, host_from_profile
+from engram_mcp.conformance._profile import Profile, ProfileError, load_profile
+from engram_mcp.conformance._world import Evidence, World
+
+EXIT_CONFORMANT, EXIT_MUST_FAILED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_STALE = 0, 1, 2, 3, 4
+_STATE = pytest.StashKey["Run"]()
+FINAL_EXIT: int | None = None  # the judged exit code of the last run in this process
+
+
+@dataclass
+class Result:
+    check_id: str
+    requirements: tuple[str, ...]
+    era: str | None
+    status: Status
+    nodeid: str
+    duration: float
+    message: str = ""
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Run:
+    """One conformance run: the target, the host, the connections and what every check concluded."""
+
+    target: Target
+    profile: Profile
+    host: HostBinding
+    confirmer: Confirmer
+    eras: tuple[str, ...]
+    seed: int
+    examples: int
+    strict: bool
+    baseline: frozenset[str]
+    report_dir: Path | None
+    timeout: float
+    started: float = field(default_factory=time.time)
+    connections: dict[str, Connection] = field(default_factory=dict)
+    extra: list[Connection] = field(default_factory=list)
+    unreachable: str | None = None
+    results: list[Result] = field(default_factory=list)
+
+    def connection(self, era: str) -> Connection:
+        return self.connections[era]
+
+    def open_extra(self, era: str, *, elicitation: bool) -> Connection:
+        """Another session, e.g. one that declares no elicitation capability; closed with the run."""
+        conn = Connection(self.target, era, self.confirmer, elicitation=elicitation, timeout=self.timeout)
+        conn.open()
+        self.extra.append(conn)
+        return conn
+
+    def close(self) -> None:
+        for conn in [*self.connections.values(), *self.extra]:
+            conn.close()
+
+
+# -- options -------------------------------------------------------------------
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("engram", "Engram memory over MCP conformance")
+    group.addoption("--target", help="stdio:CMD or an http(s):// URL of the MCP endpoint under test")
+    group.addoption("--profile", help="the target's host profile (TOML)")
+    group.addoption("--era", choices=["legacy", "modern", "both"], default="both",
+                    help="MCP protocol eras to test: legacy (initialize, up to 2025-11-25), modern (2026-07-28)")
+    group.addoption("--select", action="append", default=[], help="run only checks whose id or requirement id starts with this")
+    group.addoption("--seed", type=int, default=0, help="seed for generated cases (0: a fixed default)")
+    group.addoption("--examples", type=int, default=25, help="generated cases per tool and mode")
+    group.addoption("--score-unverified", action="store_true", help="score requirements the contract marks unverified too")
+    group.addoption("--expected-failures", help="baseline file: check ids (or check-id@era) expected to fail")
+    group.addoption("--report-dir", help="write report.jsonl, certificate.md, report.html and badge.json here")
+    group.addoption("--call-timeout", type=float, default=30.0, help="seconds to wait for any one reply")
+
+
+def _baseline(path: str | None) -> frozenset[str]:
+    if not path:
+        return frozenset()
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    return frozenset(line.split("#", 1)[0].strip() for line in lines if line.split("#", 1)[0].strip())
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "engram_check(id, requirements): a conformance check")
+    if not config.getoption("--target"):
+        return
+    if not config.getoption("--profile"):
+        raise pytest.UsageError("--profile is required with --target")
+    try:
+        profile = load_profile(Path(config.getoption("--profile")))
+        host, confirmer = host_from_profile(profile)
+        target = parse_target(config.getoption("--target"), headers=profile.http_headers)
+        baseline = _baseline(config.getoption("--expected-failures"))
+    except (ProfileError, ValueError, OSError) as problem:
+        raise pytest.UsageError(str(problem)) from None
+    era = config.getoption("--era")
+    config.stash[_STATE] = Run(
+        target=target, profile=profile, host=host, confirmer=confirmer,
+        eras=ERAS if era == "both" else (era,), seed=config.getoption("--seed"),
+        examples=config.getoption("--examples"), strict=config.getoption("--score-unverified"), baseline=baseline,
+        report_dir=Path(config.getoption("--report-dir")) if config.getoption("--report-dir") else None,
+        timeout=config.getoption("--call-timeout"),
+    )
+
+
+def run_of(config: pytest.Config) -> Run | None:
+    return config.stash.get(_STATE, None)
+
+
+# -- collection ----------------------------------------------------------------
+
+
+def _check_marker(item: pytest.Item) -> tuple[str, tuple[str, ...]] | None:
+    marker = item.get_closest_marker("engram_check")
+    return (marker.args[0], marker.args[1]) if marker else None
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    run = run_of(metafunc.config)
+    if run is not None and "era" in metafunc.fixturenames:
+        metafunc.parametrize("era", run.eras, ids=list(run.eras), scope="session")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    run = run_of(config)
+    if run is None:
+        return
+    wanted = config.getoption("--select")
+    if wanted:
+        keep, drop = [], []
+        for item in items:
+            marked = _check_marker(item)
+            names = [marked[0], *marked[1]] if marked else []
+            (keep if any(n.startswith(w) for n in names for w in wanted) else drop).append(item)
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Preflight: the target starts and completes the opening exchange in every selected era."""
+    run = run_of(session.config)
+    if run is None or not session.items:
+        return
+    for era in run.eras:
+        conn = Connection(run.target, era, run.confirmer, timeout=run.timeout)
+        try:
+            conn.open()
+        except TargetUnreachable as problem:
+            detail = conn.stderr_tail(400).strip()
+            run.unreachable = f"{problem} [{era} era]" + (f"; the target said on stderr: {detail}" if detail else "")
+            conn.close()
+            break
+        run.connections[era] = conn
+
+
+# -- fixtures --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def harness(request: pytest.FixtureRequest) -> Iterator[Run]:
+    run = run_of(request.config)
+    if run is None:
+        pytest.skip("no --target: the conformance suite needs a target")
+    yield run
+
+
+@pytest.fixture
+def evidence() -> Evidence:
+    return Evidence()
+
+
+@pytest.fixture
+def world(harness: Run, era: str, evidence: Evidence) -> World:
+    if harness.unreachable:
+        raise Blocked(f"target unreachable: {harness.unreachable}")
+    return World(harness.connection(era), harness.host, harness.confirmer, harness.profile, evidence)
+
+
+# -- statuses ------------------------------------------------------------------
+
+
+def _status(call: pytest.CallInfo[None], run: Run, check_id: str, era: str | None,
+            requirements: tuple[str, ...]) -> tuple[Status, str]:
+    excinfo = call.excinfo
+    if excinfo is None:
+        status, message = Status.PASS, ""
+    elif excinfo.errisinstance(Blocked):
+        return Status.BLOCKED, str(excinfo.value)
+    elif excinfo.errisinstance(pytest.skip.Exception):
+        return Status.SKIP, str(excinfo.value.msg if hasattr(excinfo.value, "msg") else excinfo.value)
+    elif excinfo.errisinstance(AssertionError):
+        status = Status.WARN if is_should_only(requirements) else Status.FAIL
+        message = str(excinfo.value).split("\n")[0][:500]
+    else:
+        return Status.ERROR, f"{excinfo.typename} in the harness: {str(excinfo.value)[:300]}"
+    expected = check_id in run.baseline or (era and f"{check_id}@{era}" in run.baseline)
+    if expected and status in (Status.FAIL, Status.WARN):
+        return Status.XFAIL, message
+    if expected and status is Status.PASS:
+        return Status.XPASS, "the baseline expects this check to fail, but it passed: remove it from the baseline"
+    return status, message
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    run, marked = run_of(item.config), _check_marker(item)
+    if run is None or marked is None:
+        return
+    # A check concludes in its call phase, or in setup when a fixture stops it (BLOCKED, SKIP, ERROR).
+    if call.when == "teardown" or (call.when == "setup" and call.excinfo is None):
+        return
+    check_id, requirements = marked
+    era = item.callspec.params.get("era") if hasattr(item, "callspec") else None
+    status, message = _status(call, run, check_id, era, requirements)
+    evidence = item.funcargs.get("evidence") if hasattr(item, "funcargs") else None
+    run.results.append(Result(check_id, requirements, era, status, item.nodeid, report.duration, message,
+                              dict(evidence.items) if isinstance(evidence, Evidence) else {}))
+    report.user_properties += [("check", check_id), ("status", status.value), ("requirements", " ".join(requirements))]
+    if era:
+        report.user_properties.append(("era", era))
+    # pytest's own outcome follows the status, so plain pytest and JUnit agree with the verdicts.
+    if status in (Status.PASS, Status.WARN):
+        report.outcome = "passed"
+    elif status in (Status.SKIP, Status.BLOCKED, Status.XFAIL):
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), 0, f"{status.value}: {message}")
+    else:
+        report.outcome = "failed"
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    run = run_of(session.config)
+    if run is None:
+        return
+    from engram_mcp.conformance._report import exit_code, write_reports
+
+    run.close()
+    if run.report_dir is not None:
+        write_reports(run, run.report_dir)
+    global FINAL_EXIT
+    FINAL_EXIT = session.exitstatus = exit_code(run)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    run = run_of(config)
+    if run is None:
+        return
+    from engram_mcp.conformance._report import summary_lines
+
+    for line in summary_lines(run):
+        terminalreporter.write_line(line)

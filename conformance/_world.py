@@ -1,0 +1,153 @@
+"""The suite's view of one target in one era: calls bound by the host, argument builders, evidence.
+
+Checks speak to the target only through World, so every call is bound,
+confirmed and recorded the same way, and a broken prerequisite surfaces as
+BLOCKED with its reason instead of as a cascade of unexplained failures.
+"""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from engram_mcp.conformance._checks import Blocked, require
+from engram_mcp.conformance._connect import Connection, Reply
+from engram_mcp.conformance._host import Answer, Confirmer, HostBinding
+from engram_mcp.conformance._profile import Profile, ScopeProfile
+
+DIGEST = "sha256:" + "ab" * 32
+_counter = itertools.count(1)
+
+
+def unique(prefix: str = "m") -> str:
+    """A fresh token: unique within the run, and unlikely anywhere else."""
+    return f"{prefix}{next(_counter):04d}{secrets.token_hex(6)}"
+
+
+def fresh_key() -> str:
+    return "conformance-key-" + unique("k")
+
+
+def capture_arguments(purpose_ref: str, *, text: str | None = None, key: str | None = None,
+                      **payload_extra: Any) -> dict[str, Any]:
+    """Valid capture arguments with one decision component citing one source."""
+    payload = {
+        "schema_version": 2,
+        "purpose_ref": purpose_ref,
+        "valid_time": {"t": 1_700_000_000_000},
+        "components": [{"component_id": "component:decision", "kind": "decision",
+                        "text": text or f"Decision {unique('d')}: keep the ledger in one database.",
+                        "citation_ids": ["citation:source"]}],
+        "primary_component_id": "component:decision",
+        "primary_event": {"at": 1_700_000_000_000, "type_ref": "event:decided", "citation_id": "citation:source"},
+        "citations": [{"citation_id": "citation:source", "source_ref": "source:conformance",
+                       "locator": {"scheme": "document", "value": "conformance#1"}, "content_digest": DIGEST}],
+        **payload_extra,
+    }
+    return {
+        "idempotency_key": key or fresh_key(),
+        "payload": payload,
+        "evidence": {"evidence_ref": "evidence:conformance", "evidence_digest": DIGEST, "citation_ids": ["citation:source"]},
+    }
+
+
+@dataclass
+class Evidence:
+    """What a check saw, for the report. Values are redacted when the report is written."""
+
+    items: dict[str, Any] = field(default_factory=dict)
+
+    def add(self, key: str, value: Any) -> None:
+        self.items[key] = value
+
+
+@dataclass
+class World:
+    conn: Connection
+    host: HostBinding
+    confirmer: Confirmer
+    profile: Profile
+    evidence: Evidence
+
+    @property
+    def era(self) -> str:
+        return self.conn.era
+
+    # -- scopes ------------------------------------------------------------------
+
+    def need(self, scope: ScopeProfile | None, role: str) -> ScopeProfile:
+        """A scope the check needs; SKIP when the profile has none in that role."""
+        import pytest
+
+        if scope is None:
+            pytest.skip(f"the profile has no {role} scope")
+        return scope
+
+    @property
+    def primary(self) -> ScopeProfile:
+        return self.need(self.profile.primary, "primary (memory on, all tools, ungated, admitting benign content)")
+
+    def principal(self, scope: ScopeProfile, tools: set[str] | frozenset[str] | None = None) -> str:
+        import pytest
+
+        name = scope.principal_with(set(tools or ()))
+        if name is None:
+            pytest.skip(f"no principal of {scope.label} is granted {sorted(tools or ())}")
+        return name
+
+    # -- calls -------------------------------------------------------------------
+
+    def meta(self, scope: ScopeProfile | None = None, principal: str | None = None, purpose: str | None = None,
+             tool: str | None = None) -> dict[str, Any]:
+        scope = scope or self.primary
+        principal = principal or self.principal(scope, {tool} if tool else None)
+        return self.host.meta(scope, principal, purpose=purpose)
+
+    def call(self, tool: str, arguments: Any, *, scope: ScopeProfile | None = None, principal: str | None = None,
+             meta: Mapping[str, Any] | None = None, answer: Answer = "accept", confirm: bool = True,
+             timeout: float | None = None) -> Reply:
+        """tools/call as the host would send it. In 2026-07-28 a confirmation request is answered
+        with ``answer`` and retried once, unless ``confirm`` is False."""
+        if meta is None:
+            meta = self.meta(scope, principal, tool=tool)
+        reply = self.conn.call(tool, arguments, meta, answer=answer, timeout=timeout)
+        if reply.kind == "input_required" and confirm and answer != "silence":
+            reply = self.conn.call(tool, arguments, meta, input_responses=self.confirmer.input_responses(answer),
+                                   request_state=(reply.result or {}).get("requestState"), timeout=timeout)
+        return reply
+
+    def value(self, reply: Reply, what: str) -> dict[str, Any]:
+        """The success value of a reply that a later step depends on; BLOCKED otherwise."""
+        envelope = reply.envelope
+        require(reply.kind == "result" and isinstance(envelope, dict) and envelope.get("ok") is True,
+                f"{what} did not succeed (got {reply.kind} {reply.code!r})")
+        value = envelope.get("output", {}).get("value")
+        require(isinstance(value, dict), f"{what} returned no value")
+        return value
+
+    # -- prerequisites -----------------------------------------------------------
+
+    def capture(self, *, scope: ScopeProfile | None = None, principal: str | None = None,
+                text: str | None = None, **extra: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        scope = scope or self.primary
+        arguments = capture_arguments(self.profile.purpose_ref, text=text, **extra)
+        reply = self.call("engram_memory_capture", arguments, scope=scope, principal=principal)
+        return arguments, self.value(reply, "capture")
+
+    def admit(self, candidate_id: str, *, scope: ScopeProfile | None = None, principal: str | None = None) -> dict[str, Any]:
+        reply = self.call("engram_memory_request_admission", {"candidate_id": candidate_id, "idempotency_key": fresh_key()},
+                          scope=scope, principal=principal)
+        return self.value(reply, "request_admission")["outcome"]
+
+    def accepted_record(self, *, text: str | None = None, scope: ScopeProfile | None = None) -> tuple[str, dict[str, Any]]:
+        """A record admitted into the scope: (record_id, capture arguments)."""
+        scope = scope or self.primary
+        principal = self.principal(scope, {"engram_memory_capture", "engram_memory_request_admission"})
+        arguments, captured = self.capture(scope=scope, principal=principal, text=text)
+        outcome = self.admit(captured["candidate_id"], scope=scope, principal=principal)
+        if outcome.get("status") != "accepted" or "record_id" not in outcome:
+            raise Blocked(f"admission of benign content in {scope.label} was {outcome.get('status')!r}, not accepted")
+        return outcome["record_id"], arguments

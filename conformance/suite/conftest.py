@@ -1,0 +1,1 @@
+"""Fixtures come from engram_mcp.conformance._plugin; nothing is defined here."""

@@ -1,0 +1,142 @@
+"""Discovery and host binding: who sees which tools, and which calls are trusted at all."""
+
+from __future__ import annotations
+
+import pytest
+
+from engram_mcp.conformance._checks import check, require
+from engram_mcp.conformance._world import World
+from engram_mcp.contract import load
+
+CONTRACT = load()
+UNKNOWN_TOOL = CONTRACT.protocol_errors["unknown_tool"]
+UNTRUSTED = CONTRACT.protocol_errors["trusted_context_unavailable"]
+MAINTENANCE_WORDS = ("admin", "maintain", "backup", "restore", "migrat", "rotate", "revoke", "bootstrap", "inspect",
+                     "rewind", "dispute", "supersede", "expire", "history", "invalidat")
+
+
+def listed(world: World, meta: dict) -> list[dict]:
+    reply = world.conn.list_tools(meta)
+    world.evidence.add("reply", reply.kind)
+    assert reply.kind == "result", f"tools/list with a valid binding failed: {reply.error}"
+    return list(reply.result.get("tools", []))
+
+
+@check("discovery.granted-tools", "EMC-DISC-002")
+def test_a_principal_discovers_exactly_its_granted_tools(world: World) -> None:
+    """Each principal of the primary scope lists exactly the tools the profile grants it."""
+    scope = world.primary
+    for principal, granted in sorted(scope.principals.items()):
+        names = sorted(t["name"] for t in listed(world, world.host.meta(scope, principal)))
+        world.evidence.add(principal, names)
+        assert names == sorted(granted), f"{principal} discovers {names}, the profile grants {sorted(granted)}"
+
+
+@check("discovery.no-maintenance-tool", "EMC-DISC-001")
+def test_no_maintenance_capability_is_advertised(world: World) -> None:
+    """Nothing beyond the six contract tools is advertised to an agent, and no maintenance verb."""
+    scope = world.primary
+    names = [t["name"] for t in listed(world, world.meta(scope))]
+    extra = [n for n in names if n not in CONTRACT.tools]
+    world.evidence.add("extra_tools", extra)
+    assert not extra, f"tools beyond the contract's six are advertised: {extra}"
+    assert not [n for n in names if any(word in n for word in MAINTENANCE_WORDS)]
+
+
+@check("discovery.input-schemas", "EMC-HOST-002")
+def test_advertised_input_schemas_are_the_contracts(world: World) -> None:
+    """Every advertised inputSchema equals the contract's closed schema for that tool."""
+    for tool in listed(world, world.meta()):
+        name = tool["name"]
+        if name in CONTRACT.tools:
+            assert tool.get("inputSchema") == CONTRACT.advertised_input_schema(name), f"{name}: inputSchema differs"
+
+
+@check("discovery.output-schemas", "EMC-ENV-004")
+def test_advertised_output_schemas_are_the_envelope(world: World) -> None:
+    """Every advertised outputSchema equals the contract envelope specialised to the tool."""
+    for tool in listed(world, world.meta()):
+        name = tool["name"]
+        if name in CONTRACT.tools:
+            assert tool.get("outputSchema") == CONTRACT.advertised_output_schema(name), f"{name}: outputSchema differs"
+
+
+@check("discovery.opted-out-sees-nothing", "EMC-DISC-004")
+def test_a_scope_not_opted_in_discovers_no_tool(world: World) -> None:
+    """A tenant the host has not opted in discovers no memory tool at all."""
+    scope = world.need(world.profile.opted_out(), "not-opted-in")
+    principal = next(iter(sorted(scope.principals)), "conformance-agent")
+    names = [t["name"] for t in listed(world, world.host.meta(scope, principal))]
+    world.evidence.add("tools", names)
+    assert names == []
+
+
+@check("discovery.unknown-tool", "EMC-DISC-003", "EMC-DISC-004")
+@pytest.mark.parametrize("kind", ["unknown", "ungranted", "opted-out"])
+def test_an_unavailable_tool_is_the_unknown_tool_error(world: World, kind: str) -> None:
+    """Calling a tool that does not exist for the caller is JSON-RPC -32602 'Unknown tool', verbatim."""
+    scope, principal, tool = world.primary, None, "engram_memory_get"
+    if kind == "unknown":
+        tool = "engram_memory_" + "undefined_probe"
+    elif kind == "ungranted":
+        principal = world.need(scope.limited_principal(), "limited principal")
+        missing = sorted(set(CONTRACT.tools) - scope.principals[principal])
+        require(missing, "the limited principal lacks no tool")
+        tool = missing[0]
+    else:
+        scope = world.need(world.profile.opted_out(), "not-opted-in")
+        principal = next(iter(sorted(scope.principals)), "conformance-agent")
+    meta = world.host.meta(scope, principal or world.principal(scope))
+    reply = world.conn.call(tool, {"record_id": "mem_aaaa", "purpose_ref": world.profile.purpose_ref}, meta)
+    world.evidence.add("reply", {"kind": reply.kind, "error": reply.error})
+    assert reply.kind == "error", f"expected a JSON-RPC error, got a {reply.kind}"
+    assert reply.error["code"] == UNKNOWN_TOOL.jsonrpc_code
+    assert reply.error["message"] == UNKNOWN_TOOL.message, "the message must be the constant one, never echoing the name"
+
+
+FORGERIES = ["missing", "garbage", "expired", "not_yet_valid", "wrong_audience", "untrusted_key", "unknown_tenant",
+             "too_long_lived", "alg_none"]
+
+
+@check("binding.untrusted-call", "EMC-HOST-011", "EMC-HOST-007")
+@pytest.mark.parametrize("forgery", FORGERIES)
+def test_an_untrusted_binding_is_refused(world: World, forgery: str) -> None:
+    """A call without a valid host binding is JSON-RPC -32603 'Trusted invocation context unavailable'."""
+    if forgery not in world.host.forgeries:
+        pytest.skip(f"the host adapter cannot forge a {forgery} binding")
+    scope = world.primary
+    meta = world.host.forged(forgery, scope, world.principal(scope, {"engram_memory_search"}))
+    reply = world.conn.call("engram_memory_search", {"query": "ledger", "purpose_ref": world.profile.purpose_ref}, meta)
+    world.evidence.add("reply", {"kind": reply.kind, "error": reply.error, "code": reply.code})
+    assert reply.kind == "error", f"a {forgery} binding was served: {reply.kind} {reply.code!r}"
+    assert (reply.error["code"], reply.error["message"]) == (UNTRUSTED.jsonrpc_code, UNTRUSTED.message)
+
+
+@check("binding.purpose-mismatch", "EMC-HOST-008")
+@pytest.mark.parametrize("tool", ["engram_memory_search", "engram_memory_get", "engram_memory_capture"])
+def test_a_purpose_other_than_the_bound_one_is_refused(world: World, tool: str) -> None:
+    """purpose_ref in the arguments must equal the bound purpose; otherwise -32603."""
+    from engram_mcp.conformance._world import capture_arguments
+
+    scope = world.primary
+    other = world.profile.purpose_ref + "-other"
+    arguments = {
+        "engram_memory_search": {"query": "ledger", "purpose_ref": other},
+        "engram_memory_get": {"record_id": "mem_aaaa", "purpose_ref": other},
+        "engram_memory_capture": capture_arguments(other),
+    }[tool]
+    reply = world.call(tool, arguments, scope=scope)
+    world.evidence.add("reply", {"kind": reply.kind, "error": reply.error, "code": reply.code})
+    assert reply.kind == "error" and reply.error["code"] == UNTRUSTED.jsonrpc_code, (
+        f"a purpose mismatch was served: {reply.kind} {reply.code!r}")
+
+
+@check("binding.tools-list-untrusted", "EMC-HOST-011")
+def test_tools_list_with_an_untrusted_binding_is_refused(world: World) -> None:
+    """tools/list with a binding that is present but invalid is -32603, not a tool list."""
+    scope = world.primary
+    if "garbage" not in world.host.forgeries:
+        pytest.skip("the host adapter cannot forge a garbage binding")
+    reply = world.conn.list_tools(world.host.forged("garbage", scope, world.principal(scope)))
+    world.evidence.add("reply", {"kind": reply.kind, "error": reply.error})
+    assert reply.kind == "error" and reply.error["code"] == UNTRUSTED.jsonrpc_code
