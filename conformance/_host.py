@@ -25,7 +25,7 @@ from engram_mcp.contract.binding import (
 
 # Ways a binding can be broken; an adapter lists those it can produce.
 Forgery = Literal["missing", "garbage", "expired", "not_yet_valid", "wrong_audience", "untrusted_key",
-                  "unknown_tenant", "too_long_lived", "alg_none"]
+                  "too_long_lived", "alg_none"]
 Answer = Literal["accept", "decline", "cancel", "accept_false", "silence"]
 
 
@@ -67,7 +67,7 @@ class SignedMetaBinding:
     lifetime: int = 60
 
     forgeries = frozenset({"missing", "garbage", "expired", "not_yet_valid", "wrong_audience", "untrusted_key",
-                           "unknown_tenant", "too_long_lived", "alg_none"})
+                           "too_long_lived", "alg_none"})
 
     @classmethod
     def from_profile(cls, profile: Profile) -> SignedMetaBinding:
@@ -106,8 +106,6 @@ class SignedMetaBinding:
             token = self._token(scope, principal, purpose=None, session="conformance", aud=self.audience + "-other")
         elif forgery == "untrusted_key":
             token = self._token(scope, principal, purpose=None, session="conformance", key=generate_host_key()[0])
-        elif forgery == "unknown_tenant":
-            token = self._token(scope, principal, purpose=None, session="conformance", tenant="tenant-never-configured")
         elif forgery == "too_long_lived":
             token = self._token(scope, principal, purpose=None, session="conformance", exp=now + 24 * 3600)
         elif forgery == "alg_none":

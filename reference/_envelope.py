@@ -35,7 +35,7 @@ class Outcome:
 
 
 def new_audit_id() -> str:
-    return "aud_" + secrets.token_hex(16)
+    return "audit_" + secrets.token_hex(16)
 
 
 def envelope(outcome: Outcome, audit_id: str) -> dict[str, Any]:

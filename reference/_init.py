@@ -19,7 +19,7 @@ from engram_mcp.reference._crypto import write_kek
 
 ALL_TOOLS = list(load().tools)
 READ_AND_CAPTURE = ["engram_memory_search", "engram_memory_get", "engram_memory_capture"]
-TTL_SECONDS = 20
+TTL_SECONDS = 4  # short, so that the harness can watch a confirmation expire
 CEILING_SECONDS = 30 * 24 * 3600
 PURPOSE = "purpose:conformance"
 

@@ -114,14 +114,10 @@ class ReferenceServer:
         if HOST_BINDING_META_KEY not in meta:
             return None
         try:
-            binding = verify_binding(meta[HOST_BINDING_META_KEY], self.config.trusted_keys, audience=self.config.audience)
+            return verify_binding(meta[HOST_BINDING_META_KEY], self.config.trusted_keys, audience=self.config.audience)
         except BindingRejected as rejected:
             log.info("binding refused: %s", rejected.reason)
             raise _protocol_error(_UNTRUSTED) from None
-        if scope_of(binding) not in self.config.scopes:
-            log.info("binding refused: scope_not_served")
-            raise _protocol_error(_UNTRUSTED)  # a scope this server does not serve, unlike one with memory off
-        return binding
 
     async def _list_tools(self, ctx: ServerRequestContext, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         binding = self._binding(ctx)
@@ -185,10 +181,11 @@ class ReferenceServer:
         """The approval time, None when refused, or the modern era's request for input."""
         capabilities = ctx.session.client_capabilities
         declared = capabilities.model_dump(by_alias=True, exclude_none=True) if capabilities is not None else None
-        if not supports_form_elicitation(declared, ctx.protocol_version):
+        modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        if not supports_form_elicitation(declared, ctx.protocol_version) or not (modern or ctx.session.can_send_request):
             raise _protocol_error(_UNTRUSTED)  # the host cannot carry a confirmation at all
         target = operation_target(tool, arguments)
-        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        if modern:
             if params.request_state is None and params.input_responses is None:
                 state = ConfirmationState.mint(tool, target, arguments, binding, ttl=ttl)
                 return types.InputRequiredResult(
