@@ -94,6 +94,7 @@ class Connection:
         self.answer: Answer = "accept"
         self.silence_seconds = 0.0
         self.elicitations = 0
+        self.elicitation_requests: list[dict[str, Any]] = []  # what the server asked, for form checks
         self.protocol_noise: list[str] = []
         self.stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
         self._portal_cm: Any = None
@@ -165,6 +166,7 @@ class Connection:
 
     async def _on_elicit(self, context: Any, params: Any) -> types.ElicitResult | types.ErrorData:
         self.elicitations += 1
+        self.elicitation_requests.append(params.model_dump(by_alias=True, exclude_none=True))
         result = self.confirmer.elicit_result(self.answer)
         if result is None:
             await anyio.sleep(self.silence_seconds)

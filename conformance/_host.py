@@ -25,7 +25,7 @@ from engram_mcp.contract.binding import (
 
 # Ways a binding can be broken; an adapter lists those it can produce.
 Forgery = Literal["missing", "garbage", "expired", "not_yet_valid", "wrong_audience", "untrusted_key",
-                  "too_long_lived", "alg_none"]
+                  "too_long_lived", "alg_none", "extra_claim", "missing_claim"]
 Answer = Literal["accept", "decline", "cancel", "accept_false", "silence"]
 
 
@@ -67,7 +67,7 @@ class SignedMetaBinding:
     lifetime: int = 60
 
     forgeries = frozenset({"missing", "garbage", "expired", "not_yet_valid", "wrong_audience", "untrusted_key",
-                           "too_long_lived", "alg_none"})
+                           "too_long_lived", "alg_none", "extra_claim", "missing_claim"})
 
     @classmethod
     def from_profile(cls, profile: Profile) -> SignedMetaBinding:
@@ -108,6 +108,10 @@ class SignedMetaBinding:
             token = self._token(scope, principal, purpose=None, session="conformance", key=generate_host_key()[0])
         elif forgery == "too_long_lived":
             token = self._token(scope, principal, purpose=None, session="conformance", exp=now + 24 * 3600)
+        elif forgery == "extra_claim":
+            token = self._token(scope, principal, purpose=None, session="conformance", role="maintainer")
+        elif forgery == "missing_claim":
+            token = self._token(scope, principal, purpose=None, session="conformance", agent_id=None)
         elif forgery == "alg_none":
             token = _unsigned(self._token(scope, principal, purpose=None, session="conformance"))
         else:

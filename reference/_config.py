@@ -71,12 +71,16 @@ def _require(table: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
     return value
 
 
+def _optional(table: Mapping[str, Any], key: str, kind: type, default: Any, where: str) -> Any:
+    return _require(table, key, kind, where) if key in table else default
+
+
 def _scope(entry: Mapping[str, Any], index: int) -> ScopeConfig:
     where = f"scopes[{index}]"
     contract = load()
     ttl_max = contract.limit("confirmation.ttl.max")
-    ttl = entry.get("confirmation_ttl_seconds", ttl_max)
-    if not isinstance(ttl, int) or not 1 <= ttl <= ttl_max:
+    ttl = _optional(entry, "confirmation_ttl_seconds", int, ttl_max, where)
+    if not 1 <= ttl <= ttl_max:
         raise ConfigError(f"{where}: 'confirmation_ttl_seconds' must be 1 to {ttl_max}")
     grants: dict[str, frozenset[str]] = {}
     for principal, tools in _require(entry, "principals", dict, where).items():
@@ -85,20 +89,27 @@ def _scope(entry: Mapping[str, Any], index: int) -> ScopeConfig:
             raise ConfigError(f"{where}: principal '{principal}' is granted a tool the contract does not define")
         grants[principal] = frozenset(tools)
     try:
-        admission = policy_named(entry.get("admission_policy", "secret-scan"))
+        admission = policy_named(_optional(entry, "admission_policy", str, "secret-scan", where))
     except KeyError:
         raise ConfigError(f"{where}: unknown 'admission_policy'") from None
+    families = _optional(entry, "consented_families", list, [], where)
+    if not all(isinstance(f, str) for f in families):
+        raise ConfigError(f"{where}: 'consented_families' must be a list of strings")
+    ceiling = _optional(entry, "retention_ceiling_seconds", int, 365 * 24 * 3600, where)
+    if ceiling < 1:
+        raise ConfigError(f"{where}: 'retention_ceiling_seconds' must be positive")
     policy = ScopePolicy(
         admission=admission,
-        allow_retain=bool(entry.get("allow_retain", False)),
-        retention_ceiling=timedelta(seconds=int(entry.get("retention_ceiling_seconds", 365 * 24 * 3600))),
-        consented_families=frozenset(entry.get("consented_families", [])),
-        confirm_capture=bool(entry.get("confirm_capture", False)),
-        confirm_admission=bool(entry.get("confirm_admission", False)),
+        allow_retain=_optional(entry, "allow_retain", bool, False, where),
+        retention_ceiling=timedelta(seconds=ceiling),
+        consented_families=frozenset(families),
+        confirm_capture=_optional(entry, "confirm_capture", bool, False, where),
+        confirm_admission=_optional(entry, "confirm_admission", bool, False, where),
         confirmation_ttl=timedelta(seconds=ttl),
     )
     scope = Scope(_require(entry, "tenant", str, where), _require(entry, "workspace", str, where))
-    return ScopeConfig(scope=scope, memory=bool(entry.get("memory", False)), grants=grants, policy=policy)
+    memory = _optional(entry, "memory", bool, False, where)
+    return ScopeConfig(scope=scope, memory=memory, grants=grants, policy=policy)
 
 
 def load_config(path: Path) -> ServerConfig:

@@ -420,7 +420,7 @@ class Engine:
                 ),
             }
             self._reserve(db, tool, caller, args, value)
-        self.store.scrub()
+        self.store.scrub(search_index.fts_table(scope_of(caller)))
         return value
 
     def _packet(self, row: sqlite3.Row) -> dict[str, Any]:
@@ -500,14 +500,16 @@ class Engine:
             value["response_digest"] = profile_digest("search-response", value)
             return value
 
-        # The budget covers the whole value: start from its size with no record
-        # (a cursor included, in case one is needed) and add packets while they fit.
-        used = _size(assemble([], True))
-        packets: list[dict[str, Any]] = []
+        # The budget covers the whole value. A packet fits when the value with it
+        # stays within budget, counting a cursor only if records would remain after it.
+        bare = _size(assemble([], False))
+        cursor_cost = _size(assemble([], True)) - bare
+        used, packets = bare, []
         for i, row in enumerate(page):
             packet = {**self._packet(row), "score": search_index.fused_score(offset + i + 1), "rank": offset + i + 1}
             size = _size(packet) + (1 if packets else 0)
-            if used + size > budget:
+            remains = i + 1 < len(page) or more
+            if used + size + (cursor_cost if remains else 0) > budget:
                 if not packets:
                     raise Refusal("PROJECTION_OVERSIZED")  # never an empty page with a cursor
                 more = True

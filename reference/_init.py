@@ -31,8 +31,11 @@ SCOPES: list[dict[str, Any]] = [
     # Same tenant, second workspace: capture and admission need a human confirmation here.
     {"tenant": "acme", "workspace": "ops", "memory": True, "admission_policy": "secret-scan",
      "allow_retain": False, "consented_families": [], "confirm_capture": True, "confirm_admission": True},
-    # Second tenant, for isolation, with every decision left to adjudication.
-    {"tenant": "globex", "workspace": "research", "memory": True, "admission_policy": "adjudicate",
+    # Second tenant, for isolation: it admits content too, so its records are real targets.
+    {"tenant": "globex", "workspace": "research", "memory": True, "admission_policy": "secret-scan",
+     "allow_retain": False, "consented_families": [], "confirm_capture": False, "confirm_admission": False},
+    # Every decision left to adjudication.
+    {"tenant": "globex", "workspace": "triage", "memory": True, "admission_policy": "adjudicate",
      "allow_retain": False, "consented_families": [], "confirm_capture": False, "confirm_admission": False},
     # A tenant that has not opted in: it discovers no tool at all.
     {"tenant": "initech", "workspace": "research", "memory": False, "admission_policy": "secret-scan",

@@ -88,6 +88,12 @@ def _advertised(tool: str) -> types.Tool:
     )
 
 
+def _unforeseen(tool: str) -> Outcome:
+    """The constant outcome of an unexpected failure: a mutation may or may not have happened."""
+    mutating = _CONTRACT.tools[tool].mutability != "read-only"
+    return Outcome(code="MUTATION_OUTCOME_UNKNOWN" if mutating else "STORE_UNAVAILABLE")
+
+
 class ReferenceServer:
     """One configured server: the store, the engine, and the MCP handlers over them."""
 
@@ -119,34 +125,48 @@ class ReferenceServer:
             log.info("binding refused: %s", rejected.reason)
             raise _protocol_error(_UNTRUSTED) from None
 
+    def _trusted_binding(self, ctx: ServerRequestContext) -> Binding | None:
+        """The binding, with any unforeseen failure turned into the constant -32603."""
+        try:
+            return self._binding(ctx)
+        except MCPError:
+            raise
+        except Exception:
+            log.exception("binding check failed")
+            raise _protocol_error(_UNTRUSTED) from None
+
     async def _list_tools(self, ctx: ServerRequestContext, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        binding = self._binding(ctx)
+        binding = self._trusted_binding(ctx)
         granted = self.config.tools_for(scope_of(binding), binding.principal) if binding else frozenset()
         return types.ListToolsResult(tools=[self.tools[name] for name in _CONTRACT.tools if name in granted])
 
     # -- tools/call ----------------------------------------------------------
 
     async def _call_tool(self, ctx: ServerRequestContext, params: types.CallToolRequestParams) -> types.CallToolResult | types.InputRequiredResult:
-        binding = self._binding(ctx)
+        binding = self._trusted_binding(ctx)
         if binding is None:
             raise _protocol_error(_UNTRUSTED)
         tool = params.name
         if tool not in self.config.tools_for(scope_of(binding), binding.principal):
-            await self._audit(binding, tool if tool in _CONTRACT.tools else "unknown", str(_UNKNOWN_TOOL.jsonrpc_code))
+            await self._audit_quietly(binding, tool if tool in _CONTRACT.tools else "unknown", str(_UNKNOWN_TOOL.jsonrpc_code))
             raise _protocol_error(_UNKNOWN_TOOL)
         audit_id = new_audit_id()
         try:
             result = await self._guarded_call(ctx, params, tool, binding, audit_id)
-        except MCPError:
-            await self._audit(binding, tool, str(_UNTRUSTED.jsonrpc_code))
+        except MCPError as refusal:
+            await self._audit_quietly(binding, tool, str(refusal.error.code))
             raise
         except Exception:  # anything unforeseen leaves as a constant envelope, never as text
             log.exception("tool call failed")
-            mutating = _CONTRACT.tools[tool].mutability != "read-only"
-            result = Outcome(code="MUTATION_OUTCOME_UNKNOWN" if mutating else "STORE_UNAVAILABLE")
+            result = _unforeseen(tool)
         if isinstance(result, types.InputRequiredResult):
+            await self._audit_quietly(binding, tool, "input_required")
             return result
-        await self._audit(binding, tool, result.code or "ok", audit_id)
+        try:
+            await self._audit(binding, tool, result.code or "ok", audit_id)
+        except Exception:  # an unrecorded call cannot be vouched for
+            log.exception("audit journal write failed")
+            result = _unforeseen(tool)
         return tool_result(envelope(result, audit_id))
 
     async def _guarded_call(
@@ -216,6 +236,13 @@ class ReferenceServer:
 
     async def _audit(self, binding: Binding, tool: str, outcome: str, audit_id: str | None = None) -> None:
         await anyio.to_thread.run_sync(partial(self.audit.append, audit_id or new_audit_id(), binding, tool, outcome))
+
+    async def _audit_quietly(self, binding: Binding, tool: str, outcome: str) -> None:
+        """Record a refused call; a failure to record never changes the refusal the client gets."""
+        try:
+            await self._audit(binding, tool, outcome)
+        except Exception:
+            log.exception("audit journal write failed")
 
     def close(self) -> None:
         self.store.close()

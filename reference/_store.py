@@ -4,8 +4,8 @@ Every mutation touches only the rows it changes (no whole-table rewrites), runs
 inside ``BEGIN IMMEDIATE`` so there is one writer at a time, and is durable
 once the call returns: a committed WAL frame survives the process being killed.
 Pending candidates are stored sealed; forgetting scrubs the record's text from
-the database file and the WAL (``secure_delete``, an FTS5 merge, a truncating
-checkpoint), because this SQLite has no FTS5 secure-delete option.
+the database file and the WAL (``secure_delete``, an FTS5 optimize, a
+truncating checkpoint), because this SQLite has no FTS5 secure-delete option.
 """
 
 from __future__ import annotations
@@ -63,11 +63,7 @@ MIGRATIONS: tuple[str, ...] = (
         UNIQUE (tenant, workspace, record_id)
     );
 
-    -- The scope column is indexed so a query can never score another scope's rows.
-    CREATE VIRTUAL TABLE records_fts USING fts5 (
-        scope, primary_text, decision_text, evidence_text, context_text, citations_text,
-        tokenize = 'unicode61 remove_diacritics 2'
-    );
+    -- Search indexes are FTS5 tables created per scope on first admission (reference/_search.py).
 
     CREATE TABLE tombstones (
         tenant TEXT NOT NULL,
@@ -154,10 +150,16 @@ class Store:
             finally:
                 self._db.execute("COMMIT")
 
-    def scrub(self) -> None:
-        """Push deleted text out of the FTS index, the database file and the WAL."""
+    def scrub(self, fts_table: str | None = None) -> None:
+        """Push deleted text out of an FTS index, the database file and the WAL.
+
+        FTS5 deletes only append delete markers; 'optimize' rewrites the index
+        without the deleted rows, secure_delete zeroes the freed pages, and the
+        truncating checkpoint drops the old page images from the WAL.
+        """
         with self._lock:
-            self._db.execute("INSERT INTO records_fts (records_fts) VALUES ('optimize')")
+            if fts_table is not None:
+                self._db.execute(f"INSERT INTO {fts_table} ({fts_table}) VALUES ('optimize')")
             self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def close(self) -> None:

@@ -24,7 +24,7 @@ def listed(world: World, meta: dict) -> list[dict]:
     return list(reply.result.get("tools", []))
 
 
-@check("discovery.granted-tools", "EMC-DISC-002")
+@check("discovery.granted-tools", "EMC-DISC-002", "EMC-HOST-007")
 def test_a_principal_discovers_exactly_its_granted_tools(world: World) -> None:
     """Each principal of the primary scope lists exactly the tools the profile grants it."""
     scope = world.primary
@@ -63,7 +63,7 @@ def test_advertised_output_schemas_are_the_envelope(world: World) -> None:
             assert tool.get("outputSchema") == CONTRACT.advertised_output_schema(name), f"{name}: outputSchema differs"
 
 
-@check("discovery.opted-out-sees-nothing", "EMC-DISC-004")
+@check("discovery.opted-out-sees-nothing", "EMC-DISC-004", "EMC-HP-016")
 @pytest.mark.parametrize("kind", ["opted-out", "never-configured"])
 def test_a_scope_not_opted_in_discovers_no_tool(world: World, kind: str) -> None:
     """A tenant the host has not opted in — or never configured at all — discovers no memory tool."""
@@ -77,8 +77,8 @@ def test_a_scope_not_opted_in_discovers_no_tool(world: World, kind: str) -> None
     assert names == []
 
 
-@check("discovery.unknown-tool", "EMC-DISC-003", "EMC-DISC-004")
-@pytest.mark.parametrize("kind", ["unknown", "ungranted", "opted-out", "never-configured"])
+@check("discovery.unknown-tool", "EMC-DISC-003", "EMC-DISC-004", "EMC-HOST-007", "EMC-HP-016", "EMC-HP-018")
+@pytest.mark.parametrize("kind", ["unknown", "ungranted", "opted-out", "never-configured", "principal-without-grant"])
 def test_an_unavailable_tool_is_the_unknown_tool_error(world: World, kind: str) -> None:
     """Calling a tool that does not exist for the caller is JSON-RPC -32602 'Unknown tool', verbatim."""
     scope, principal, tool = world.primary, None, "engram_memory_get"
@@ -92,8 +92,10 @@ def test_an_unavailable_tool_is_the_unknown_tool_error(world: World, kind: str) 
     elif kind == "opted-out":
         scope = world.need(world.profile.opted_out(), "not-opted-in")
         principal = next(iter(sorted(scope.principals)), "conformance-agent")
-    else:
+    elif kind == "never-configured":
         scope = dataclasses.replace(world.primary, tenant="tenant-" + unique("never"))
+    else:
+        principal = "principal-" + unique("ungranted")
     meta = world.host.meta(scope, principal or world.principal(scope))
     reply = world.conn.call(tool, {"record_id": "mem_aaaa", "purpose_ref": world.profile.purpose_ref}, meta)
     world.evidence.add("reply", {"kind": reply.kind, "error": reply.error})
@@ -103,10 +105,10 @@ def test_an_unavailable_tool_is_the_unknown_tool_error(world: World, kind: str) 
 
 
 FORGERIES = ["missing", "garbage", "expired", "not_yet_valid", "wrong_audience", "untrusted_key", "too_long_lived",
-             "alg_none"]
+             "alg_none", "extra_claim", "missing_claim"]
 
 
-@check("binding.untrusted-call", "EMC-HOST-011")
+@check("binding.untrusted-call", "EMC-HOST-011", "EMC-HP-005", "EMC-HP-006", "EMC-HP-007")
 @pytest.mark.parametrize("forgery", FORGERIES)
 def test_an_untrusted_binding_is_refused(world: World, forgery: str) -> None:
     """A call without a valid host binding is JSON-RPC -32603 'Trusted invocation context unavailable'."""
@@ -120,7 +122,7 @@ def test_an_untrusted_binding_is_refused(world: World, forgery: str) -> None:
     assert (reply.error["code"], reply.error["message"]) == (UNTRUSTED.jsonrpc_code, UNTRUSTED.message)
 
 
-@check("binding.purpose-mismatch", "EMC-HOST-008")
+@check("binding.purpose-mismatch", "EMC-HOST-008", "EMC-HP-021")
 @pytest.mark.parametrize("tool", ["engram_memory_search", "engram_memory_get", "engram_memory_capture"])
 def test_a_purpose_other_than_the_bound_one_is_refused(world: World, tool: str) -> None:
     """purpose_ref in the arguments must equal the bound purpose; otherwise -32603."""
@@ -139,7 +141,7 @@ def test_a_purpose_other_than_the_bound_one_is_refused(world: World, tool: str) 
         f"a purpose mismatch was served: {reply.kind} {reply.code!r}")
 
 
-@check("binding.tools-list-untrusted", "EMC-HOST-011")
+@check("binding.tools-list-untrusted", "EMC-HOST-011", "EMC-HP-014")
 def test_tools_list_with_an_untrusted_binding_is_refused(world: World) -> None:
     """tools/list with a binding that is present but invalid is -32603, not a tool list."""
     scope = world.primary

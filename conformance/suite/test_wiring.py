@@ -158,11 +158,12 @@ def test_ids_derive_as_the_profile_says(world: World) -> None:
     assert outcome["record_id"] == record_id(captured["record_digest"])
 
 
-@check("wiring.digests-recompute", "EMC-HP-046", "EMC-HP-045")
+@check("wiring.digests-recompute", "EMC-HP-046", "EMC-HP-045", "EMC-GET-002")
 def test_get_digests_recompute(world: World) -> None:
     """packet_digest, read_receipt.receipt_digest and the record's payload_digest recompute from what get returns."""
     rid, arguments = world.accepted_record()
     value = world.value(world.call("engram_memory_get", {"record_id": rid, "purpose_ref": world.profile.purpose_ref}), "get")
+    assert value["record"]["record_id"] == value["read_receipt"]["record_id"] == rid, "get returned another record's id"
     without = {k: v for k, v in value.items() if k != "packet_digest"}
     assert value["packet_digest"] == profile_digest("get-packet", without), "packet_digest does not recompute"
     receipt = value["read_receipt"]

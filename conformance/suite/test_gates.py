@@ -1,0 +1,486 @@
+"""Confirmation gates: which calls ask a human, what approves them, and that a refusal changes nothing.
+
+The legacy era asks with an ``elicitation/create`` request sent while the call
+is in flight; the 2026-07-28 era answers the call with an InputRequiredResult
+and waits for the same call to come back with the answer and the server's
+sealed ``request_state``. Every refusal is followed by a look at the target:
+a candidate still pending, a record still readable, a key still free.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from engram_mcp.conformance._checks import Blocked, check, require
+from engram_mcp.conformance._connect import Connection, Reply
+from engram_mcp.conformance._plugin import Run
+from engram_mcp.conformance._profile import ScopeProfile
+from engram_mcp.conformance._world import World, capture_arguments, fresh_key
+from engram_mcp.contract import load
+from engram_mcp.contract.binding import CONFIRMATION_INPUT_KEY, CONFIRMATION_REQUESTED_SCHEMA
+
+CONTRACT = load()
+UNTRUSTED = CONTRACT.protocol_errors["trusted_context_unavailable"]
+SEARCH, GET = "engram_memory_search", "engram_memory_get"
+CAPTURE, ADMISSION = "engram_memory_capture", "engram_memory_request_admission"
+WITHDRAW, FORGET = "engram_memory_withdraw", "engram_memory_forget"
+REASON = "reason:conformance-gate"
+# A state is answered this long after its TTL; a silent host stays silent this long after it. Scopes
+# whose TTL is above LONGEST_TTL_WAITED seconds are not waited out.
+EXPIRY_SLACK, SILENCE_SLACK, LONGEST_TTL_WAITED = 0.5, 1.0, 10
+
+
+# -- calls, targets and answers ---------------------------------------------------
+
+
+def outcome(reply: Reply) -> str:
+    """One word for a reply: ok, the envelope code, the JSON-RPC code, input_required or timeout."""
+    if reply.kind == "result":
+        envelope = reply.envelope
+        if isinstance(envelope, dict) and envelope.get("ok") is True:
+            return "ok"
+        return str(reply.code)
+    if reply.kind == "error":
+        return f"jsonrpc:{reply.code}"
+    return reply.kind
+
+
+def state_of(reply: Reply) -> str | None:
+    return (reply.result or {}).get("requestState")
+
+
+def ask(world: World, tool: str, arguments: dict[str, Any], answer: str = "accept", *, scope: ScopeProfile | None = None,
+        principal: str | None = None) -> tuple[bool, Reply]:
+    """Send a call and answer the server's confirmation with ``answer``: (whether it asked, the final reply)."""
+    meta = world.meta(scope, principal, tool=tool)
+    if world.era == "legacy":
+        before = world.conn.elicitations
+        reply = world.conn.call(tool, arguments, meta, answer=answer)  # type: ignore[arg-type]
+        return world.conn.elicitations > before, reply
+    first = world.conn.call(tool, arguments, meta)
+    if first.kind != "input_required":
+        return False, first
+    responses = world.confirmer.input_responses(answer)  # type: ignore[arg-type]
+    reply = world.conn.call(tool, arguments, meta, input_responses=responses, request_state=state_of(first))
+    return True, reply
+
+
+def first_round(world: World, tool: str, arguments: dict[str, Any], *, scope: ScopeProfile | None = None,
+                principal: str | None = None) -> tuple[dict[str, Any], str]:
+    """2026-07-28: the unanswered call's (meta, request_state); BLOCKED when the server does not ask."""
+    meta = world.meta(scope, principal, tool=tool)
+    reply = world.conn.call(tool, arguments, meta)
+    require(reply.kind == "input_required" and isinstance(state_of(reply), str),
+            f"{tool} did not ask for a confirmation (got {outcome(reply)})")
+    return meta, state_of(reply)  # type: ignore[return-value]
+
+
+def withdraw_arguments(candidate_id: str, key: str | None = None) -> dict[str, Any]:
+    return {"candidate_id": candidate_id, "idempotency_key": key or fresh_key(), "reason_ref": REASON}
+
+
+def forget_arguments(record_id: str, key: str | None = None) -> dict[str, Any]:
+    return {"record_id": record_id, "idempotency_key": key or fresh_key(), "reason_ref": REASON}
+
+
+def pending_candidate(world: World, scope: ScopeProfile | None = None, principal: str | None = None) -> str:
+    scope = scope or world.primary
+    principal = principal or world.principal(scope, {CAPTURE})
+    return world.capture(scope=scope, principal=principal)[1]["candidate_id"]
+
+
+def target_for(world: World, tool: str) -> dict[str, Any]:
+    """Fresh arguments for withdraw (a pending candidate) or forget (an accepted record) in the primary scope."""
+    if tool == WITHDRAW:
+        return withdraw_arguments(pending_candidate(world))
+    return forget_arguments(world.accepted_record()[0])
+
+
+def get_record(world: World, record_id: str) -> Reply:
+    return world.call(GET, {"record_id": record_id, "purpose_ref": world.profile.purpose_ref})
+
+
+def assert_unchanged(world: World, tool: str, arguments: dict[str, Any], *, scope: ScopeProfile | None = None,
+                     principal: str | None = None) -> None:
+    """After a refused gate, the target is as it was and the key is still free: the same call, approved, succeeds."""
+    if tool == FORGET:
+        readable = outcome(get_record(world, arguments["record_id"]))
+        world.evidence.add("get_after_refusal", readable)
+        assert readable == "ok", f"the record is no longer readable after a refused forget ({readable})"
+    asked, reply = ask(world, tool, arguments, "accept", scope=scope, principal=principal)
+    world.evidence.add("approved_retry", {"asked": asked, "outcome": outcome(reply)})
+    assert outcome(reply) == "ok", (
+        f"the same call, approved after the refusal, did not succeed ({outcome(reply)}): the refusal changed the target "
+        "or reserved the key")
+    value = reply.envelope["output"]["value"]
+    if tool in (WITHDRAW, FORGET):
+        assert value.get("replayed") is False, "the approved retry was answered as a replay: the refusal reserved the key"
+        if tool == WITHDRAW:
+            assert value["receipt"].get("from_state") == "pending", "the candidate was no longer pending after the refusal"
+    elif tool == CAPTURE:
+        assert value.get("status") != "duplicate_exact", "the approved capture is a duplicate: the refused one was stored"
+
+
+def gated_tools(scope: ScopeProfile) -> list[str]:
+    tools = [WITHDRAW, FORGET]
+    if scope.confirm_capture:
+        tools.insert(0, CAPTURE)
+    if scope.confirm_admission:
+        tools.insert(1, ADMISSION)
+    return tools
+
+
+def scope_gating(world: World, tool: str) -> ScopeProfile | None:
+    """A scope where ``tool`` (capture or request_admission) is gated, with a principal granted it and capture."""
+    for scope in world.profile.scopes:
+        flag = scope.confirm_capture if tool == CAPTURE else scope.confirm_admission
+        if scope.memory and flag and scope.principal_with({CAPTURE, tool}) is not None:
+            return scope
+    return None
+
+
+def ttl_or_skip(world: World, scope: ScopeProfile) -> float:
+    ttl = scope.confirmation_ttl_seconds
+    if ttl > LONGEST_TTL_WAITED:
+        pytest.skip(f"the confirmation TTL of {scope.label} is {ttl} s; waiting it out is too long for a run")
+    return float(ttl)
+
+
+_NO_ELICITATION: dict[tuple[int, str], Connection] = {}
+
+
+def session_without_elicitation(harness: Run, era: str) -> Connection:
+    """One extra session per era that declares no elicitation capability."""
+    key = (id(harness), era)
+    if key not in _NO_ELICITATION:
+        try:
+            _NO_ELICITATION[key] = harness.open_extra(era, elicitation=False)
+        except Exception as problem:  # the target refusing a second session is a prerequisite, not a verdict
+            raise Blocked(f"a second session without elicitation could not be opened ({type(problem).__name__})") from None
+    return _NO_ELICITATION[key]
+
+
+# -- approval ------------------------------------------------------------------------
+
+
+@check("gate.approval-runs", "EMC-GATE-001", "EMC-HP-025", "EMC-HP-028", "EMC-HP-032", "EMC-HP-033")
+@pytest.mark.parametrize("tool", [WITHDRAW, FORGET])
+def test_an_approved_confirmation_runs_the_operation(world: World, tool: str) -> None:
+    """withdraw and forget ask once (an elicitation, or an InputRequiredResult with the form) and run when approved."""
+    arguments = target_for(world, tool)
+    if world.era == "legacy":
+        before = world.conn.elicitations
+        reply = world.call(tool, arguments, answer="accept")
+        asked = world.conn.elicitations - before
+        world.evidence.add("elicitations", asked)
+        assert asked == 1, f"the server sent {asked} elicitation requests for one {tool} call, not one"
+    else:
+        meta = world.meta(tool=tool)
+        first = world.conn.call(tool, arguments, meta)
+        world.evidence.add("first_round", outcome(first))
+        assert first.kind == "input_required", f"{tool} ran without asking for a confirmation ({outcome(first)})"
+        requests = first.result.get("inputRequests") or {}
+        world.evidence.add("input_request_keys", sorted(requests))
+        assert sorted(requests) == [CONFIRMATION_INPUT_KEY], "the input request is not the single confirmation key"
+        request = requests[CONFIRMATION_INPUT_KEY]
+        params = request.get("params") or {}
+        schema = params.get("requestedSchema") or {}
+        assert request.get("method") == "elicitation/create", "the confirmation is not an elicitation/create request"
+        assert params.get("mode") == "form", "the confirmation is not a form-mode elicitation"
+        assert schema == CONFIRMATION_REQUESTED_SCHEMA, "requestedSchema is not the profile's confirmation form"
+        message = str(params.get("message", ""))
+        leaked = [v for v in arguments.values() if isinstance(v, str) and v in message]
+        assert not leaked, "the confirmation message repeats argument text"
+        assert isinstance(state_of(first), str) and state_of(first), "no requestState came with the input request"
+        reply = world.conn.call(tool, arguments, meta, input_responses=world.confirmer.input_responses("accept"),
+                                request_state=state_of(first))
+    world.evidence.add("outcome", outcome(reply))
+    assert outcome(reply) == "ok", f"an approved {tool} did not run ({outcome(reply)})"
+    receipt = reply.envelope["output"]["value"].get("receipt", {})
+    expected = "withdrawn" if tool == WITHDRAW else "tombstoned"
+    assert receipt.get("to_state") == expected, f"the receipt's to_state is {receipt.get('to_state')!r}, not {expected!r}"
+
+
+# -- refusals --------------------------------------------------------------------------
+
+
+@check("gate.refusal", "EMC-GATE-001", "EMC-HP-029", "EMC-HP-030")
+@pytest.mark.parametrize("answer", ["decline", "cancel", "accept_false"])
+@pytest.mark.parametrize("tool", [WITHDRAW, FORGET])
+def test_a_refused_confirmation_changes_nothing(world: World, tool: str, answer: str) -> None:
+    """A declined, cancelled or unchecked confirmation ends in gate_failed, and the target and the key are untouched."""
+    arguments = target_for(world, tool)
+    asked, reply = ask(world, tool, arguments, answer)
+    world.evidence.add("refusal", {"asked": asked, "outcome": outcome(reply)})
+    assert asked, f"{tool} ran without asking for a confirmation"
+    assert outcome(reply) == "gate_failed", f"a {answer} answer gave {outcome(reply)}, not gate_failed"
+    assert_unchanged(world, tool, arguments)
+
+
+@check("gate.unanswered", "EMC-GATE-001", "EMC-GATE-004", "EMC-HP-032", "EMC-HP-037")
+def test_a_confirmation_not_given_in_time_fails(world: World) -> None:
+    """Legacy: no answer within the TTL is gate_failed. 2026-07-28: a state answered after its TTL is gate_failed."""
+    scope = world.primary
+    ttl = ttl_or_skip(world, scope)
+    arguments = withdraw_arguments(pending_candidate(world))
+    if world.era == "legacy":
+        previous = world.conn.silence_seconds
+        world.conn.silence_seconds = ttl + SILENCE_SLACK
+        try:
+            asked, reply = ask(world, WITHDRAW, arguments, "silence")
+        finally:
+            world.conn.silence_seconds = previous
+        world.evidence.add("silence", {"asked": asked, "outcome": outcome(reply), "elapsed": round(reply.elapsed, 2),
+                                       "ttl": ttl})
+        require(asked, "withdraw did not ask for a confirmation")
+        assert outcome(reply) == "gate_failed", f"an unanswered confirmation gave {outcome(reply)}"
+        assert reply.elapsed < ttl + SILENCE_SLACK * 0.75, (
+            f"the server waited {reply.elapsed:.1f} s for an answer, past the scope's {ttl:.0f} s TTL")
+    else:
+        meta, state = first_round(world, WITHDRAW, arguments)
+        time.sleep(ttl + EXPIRY_SLACK)
+        reply = world.conn.call(WITHDRAW, arguments, meta, input_responses=world.confirmer.input_responses("accept"),
+                                request_state=state)
+        world.evidence.add("expired_state", {"waited": ttl + EXPIRY_SLACK, "outcome": outcome(reply)})
+        assert outcome(reply) == "gate_failed", f"an approval sent after the state's TTL gave {outcome(reply)}"
+    assert_unchanged(world, WITHDRAW, arguments)
+
+
+FORGED_STATES = ["no-state", "garbage-state", "tampered-state", "missing-answer-key", "confirm-string",
+                 "accept-extra-content", "reused-state"]
+
+
+@check("gate.forged-state", "EMC-GATE-001", "EMC-HP-026", "EMC-HP-029", "EMC-HP-034", "EMC-HP-037", "EMC-HP-038")
+@pytest.mark.parametrize("forgery", FORGED_STATES)
+def test_a_retry_without_a_valid_state_is_not_confirmed(world: World, forgery: str) -> None:
+    """2026-07-28: a retry lacking, forging, altering or reusing the state, or not approving, is gate_failed."""
+    if world.era != "modern":
+        pytest.skip("request_state exists only in the 2026-07-28 era")
+    arguments = withdraw_arguments(pending_candidate(world))
+    meta, state = first_round(world, WITHDRAW, arguments)
+    approve = world.confirmer.input_responses("accept")
+    responses: dict[str, Any] = approve
+    sent_state: str | None = state
+    if forgery == "no-state":
+        sent_state = None
+    elif forgery == "garbage-state":
+        sent_state = "AAAA" + "B" * 60
+    elif forgery == "tampered-state":
+        middle = len(state) // 2
+        sent_state = state[:middle] + ("A" if state[middle] != "A" else "B") + state[middle + 1:]
+    elif forgery == "missing-answer-key":
+        responses = {}
+    elif forgery == "confirm-string":
+        responses = {CONFIRMATION_INPUT_KEY: {"action": "accept", "content": {"confirm": "true"}}}
+    elif forgery == "accept-extra-content":
+        responses = {CONFIRMATION_INPUT_KEY: {"action": "accept", "content": {"confirm": True, "scope": "all"}}}
+    elif forgery == "reused-state":
+        burnt = world.conn.call(WITHDRAW, arguments, meta, input_responses=world.confirmer.input_responses("decline"),
+                                request_state=state)
+        world.evidence.add("declined_first", outcome(burnt))
+        assert outcome(burnt) == "gate_failed", f"a declined confirmation gave {outcome(burnt)}, not gate_failed"
+    reply = world.conn.call(WITHDRAW, arguments, meta, input_responses=responses, request_state=sent_state)
+    world.evidence.add("forged_retry", outcome(reply))
+    assert outcome(reply) == "gate_failed", f"a retry with a {forgery} gave {outcome(reply)}, not gate_failed"
+    assert_unchanged(world, WITHDRAW, arguments)
+
+
+def two_principals_sharing_a_gate(world: World) -> tuple[ScopeProfile, str, str, str] | None:
+    """(scope, gated tool, p1, p2): two principals granted the same gated tool in one scope."""
+    order = [CAPTURE, WITHDRAW, ADMISSION, FORGET]
+    for scope in world.profile.scopes:
+        if not scope.memory:
+            continue
+        gated = gated_tools(scope)
+        for tool in sorted(gated, key=order.index):
+            needs = {tool} | ({CAPTURE} if tool != CAPTURE else set()) | ({ADMISSION} if tool == FORGET else set())
+            holders = sorted(p for p, granted in scope.principals.items() if tool in granted)
+            makers = [p for p in holders if needs <= scope.principals[p]]
+            if len(holders) >= 2 and makers:
+                p1 = makers[0]
+                return scope, tool, p1, next(p for p in holders if p != p1)
+    return None
+
+
+def arguments_in(world: World, scope: ScopeProfile, tool: str, principal: str) -> dict[str, Any]:
+    """Arguments for ``tool`` on a fresh target in ``scope``, made by ``principal`` (confirming where the scope asks)."""
+    if tool == CAPTURE:
+        return capture_arguments(world.profile.purpose_ref)
+    candidate = pending_candidate(world, scope, principal)
+    if tool == WITHDRAW:
+        return withdraw_arguments(candidate)
+    if tool == ADMISSION:
+        return {"candidate_id": candidate, "idempotency_key": fresh_key()}
+    admitted = world.admit(candidate, scope=scope, principal=principal)
+    if admitted.get("status") != "accepted":
+        raise Blocked(f"admission in {scope.label} was {admitted.get('status')!r}, not accepted")
+    return forget_arguments(admitted["record_id"])
+
+
+@check("gate.state-for-another-operation", "EMC-GATE-003", "EMC-HP-027", "EMC-HP-037")
+@pytest.mark.parametrize("other", ["target", "arguments", "principal", "session"])
+def test_a_state_minted_for_another_operation_is_refused(world: World, other: str) -> None:
+    """2026-07-28: a state answered on another target, with other arguments, by another principal or session is gate_failed."""
+    if world.era != "modern":
+        pytest.skip("request_state exists only in the 2026-07-28 era")
+    approve = world.confirmer.input_responses("accept")
+    if other == "principal":
+        found = two_principals_sharing_a_gate(world)
+        if found is None:
+            pytest.skip("no scope of the profile grants one gated tool to two principals")
+        scope, tool, p1, p2 = found
+        arguments = arguments_in(world, scope, tool, p1)
+        _, state = first_round(world, tool, arguments, scope=scope, principal=p1)
+        reply = world.conn.call(tool, arguments, world.meta(scope, p2), input_responses=approve, request_state=state)
+        world.evidence.add("case", {"scope": scope.label, "tool": tool, "outcome": outcome(reply)})
+        assert outcome(reply) == "gate_failed", f"a state minted for {p1} approved {p2}'s call ({outcome(reply)})"
+        assert_unchanged(world, tool, arguments, scope=scope, principal=p2)
+        return
+    arguments = withdraw_arguments(pending_candidate(world))
+    if other == "session":
+        # The same principal, scope and arguments, bound by the host to another of its sessions.
+        _, state = first_round(world, WITHDRAW, arguments)
+        scope = world.primary
+        meta = world.host.meta(scope, world.principal(scope, {WITHDRAW}), session="conformance-other-session")
+        reply = world.conn.call(WITHDRAW, arguments, meta, input_responses=approve, request_state=state)
+        world.evidence.add("foreign_state", outcome(reply))
+        assert outcome(reply) == "gate_failed", f"a state minted in another host session approved the call ({outcome(reply)})"
+        assert_unchanged(world, WITHDRAW, arguments)
+        return
+    if other == "target":
+        elsewhere = withdraw_arguments(pending_candidate(world))
+    else:
+        elsewhere = {**arguments, "reason_ref": REASON + "-other"}
+    meta, _ = first_round(world, WITHDRAW, arguments)
+    _, foreign = first_round(world, WITHDRAW, elsewhere)
+    reply = world.conn.call(WITHDRAW, arguments, meta, input_responses=approve, request_state=foreign)
+    world.evidence.add("foreign_state", outcome(reply))
+    assert outcome(reply) == "gate_failed", f"a state minted for other {other} approved the call ({outcome(reply)})"
+    assert_unchanged(world, WITHDRAW, arguments)
+
+
+# -- a host that cannot confirm at all ---------------------------------------------------
+
+
+@check("gate.no-confirmation-channel", "EMC-GATE-008", "EMC-HP-031")
+@pytest.mark.parametrize("tool", [WITHDRAW, FORGET])
+def test_a_host_without_elicitation_gets_the_protocol_error(world: World, harness: Run, tool: str) -> None:
+    """A session that declared no elicitation capability cannot confirm: withdraw and forget are -32603, and nothing changes."""
+    arguments = target_for(world, tool)
+    conn = session_without_elicitation(harness, world.era)
+    before = conn.elicitations
+    scope = world.primary
+    reply = conn.call(tool, arguments, world.host.meta(scope, world.principal(scope, {tool})))
+    world.evidence.add("reply", {"kind": reply.kind, "error": reply.error, "code": reply.code})
+    assert conn.elicitations == before, "the server sent an elicitation to a client that declared none"
+    assert reply.kind == "error", f"expected JSON-RPC {UNTRUSTED.jsonrpc_code}, got {outcome(reply)}"
+    assert (reply.error["code"], reply.error["message"]) == (UNTRUSTED.jsonrpc_code, UNTRUSTED.message)
+    assert_unchanged(world, tool, arguments)
+
+
+# -- approval the agent tries to give itself ------------------------------------------------
+
+
+@check("gate.self-approval", "EMC-GATE-006", "EMC-HP-020", "EMC-HP-022")
+@pytest.mark.parametrize("field", ["confirmed", "elicitationRef", "confirmation", "confirm"])
+@pytest.mark.parametrize("tool", [WITHDRAW, FORGET])
+def test_an_argument_claiming_approval_is_invalid(world: World, tool: str, field: str) -> None:
+    """confirmed, elicitationRef and the like in the arguments are INVALID_SCHEMA, never an approval, and change nothing."""
+    claim = {"confirmed": True, "elicitationRef": "elicitation:approved-1", "confirmation": {"confirm": True},
+             "confirm": True}[field]
+    arguments = target_for(world, tool)
+    before = world.conn.elicitations
+    reply = world.conn.call(tool, {**arguments, field: claim}, world.meta(tool=tool), answer="accept")
+    asked = world.conn.elicitations > before or reply.kind == "input_required"
+    world.evidence.add("reply", {"asked": asked, "outcome": outcome(reply)})
+    assert outcome(reply) == "INVALID_SCHEMA", f"an argument {field!r} gave {outcome(reply)}, not INVALID_SCHEMA"
+    assert not asked, "the server asked for a confirmation before refusing the arguments"
+    assert_unchanged(world, tool, arguments)
+
+
+# -- gates chosen by the host's policy -------------------------------------------------------
+
+
+@check("gate.policy-gated", "EMC-GATE-002", "EMC-HP-025", "EMC-HP-030")
+@pytest.mark.parametrize("tool", [CAPTURE, ADMISSION])
+def test_a_policy_gated_mutation_asks_and_honours_a_refusal(world: World, tool: str) -> None:
+    """In a scope whose policy gates capture or request_admission, the call asks; declined it fails, approved it runs."""
+    scope = world.need(scope_gating(world, tool), f"{tool.removeprefix('engram_memory_')}-gated")
+    principal = world.principal(scope, {CAPTURE, tool})
+    arguments = arguments_in(world, scope, tool, principal)
+    asked, refused = ask(world, tool, arguments, "decline", scope=scope, principal=principal)
+    world.evidence.add("declined", {"scope": scope.label, "asked": asked, "outcome": outcome(refused)})
+    assert asked, f"{tool} ran in {scope.label} without the confirmation its policy requires"
+    assert outcome(refused) == "gate_failed", f"a declined {tool} gave {outcome(refused)}"
+    asked, approved = ask(world, tool, arguments, "accept", scope=scope, principal=principal)
+    world.evidence.add("approved", {"asked": asked, "outcome": outcome(approved)})
+    assert asked, "the approved retry was not asked again: the refused call reserved its key"
+    assert outcome(approved) == "ok", f"an approved {tool} did not run ({outcome(approved)})"
+    value = approved.envelope["output"]["value"]
+    if tool == CAPTURE:
+        assert value.get("status") == "committed_pending", f"the approved capture is {value.get('status')!r}"
+    else:
+        assert value.get("replayed") is False, "the approved admission is a replay of the refused one"
+
+
+@check("gate.ungated-calls", "EMC-GATE-002", "EMC-HP-025")
+@pytest.mark.parametrize("tool", [CAPTURE, ADMISSION, SEARCH, GET])
+def test_an_ungated_call_does_not_ask(world: World, tool: str) -> None:
+    """Where the policy gates nothing, capture and request_admission run without asking; search and get never ask."""
+    scope = world.primary
+    require(not scope.confirm_capture and not scope.confirm_admission, "the primary scope gates capture or admission")
+    principal = world.principal(scope, {CAPTURE, ADMISSION, SEARCH, GET})
+    if tool == CAPTURE:
+        arguments = capture_arguments(world.profile.purpose_ref)
+    elif tool == ADMISSION:
+        arguments = {"candidate_id": pending_candidate(world, scope, principal), "idempotency_key": fresh_key()}
+    elif tool == SEARCH:
+        arguments = {"query": "ledger database", "purpose_ref": world.profile.purpose_ref}
+    else:
+        arguments = {"record_id": world.accepted_record()[0], "purpose_ref": world.profile.purpose_ref}
+    # Declining whatever is asked: a call that asks cannot succeed by accident.
+    asked, reply = ask(world, tool, arguments, "decline", scope=scope, principal=principal)
+    world.evidence.add("reply", {"asked": asked, "outcome": outcome(reply)})
+    assert not asked, f"{tool} asked for a confirmation in a scope that gates nothing"
+    assert outcome(reply) == "ok", f"{tool} did not succeed ({outcome(reply)})"
+
+
+# -- replays ------------------------------------------------------------------------------------
+
+
+@check("gate.replay-not-reconfirmed", "EMC-IDEM-011", "EMC-HP-041", "EMC-HP-022")
+@pytest.mark.parametrize("tool", [WITHDRAW, FORGET])
+def test_a_completed_mutation_replays_without_asking(world: World, tool: str) -> None:
+    """The same key and arguments after an approved withdraw or forget replay the stored result and ask nothing."""
+    arguments = target_for(world, tool)
+    meta = world.meta(tool=tool)
+    if world.era == "legacy":
+        first = world.conn.call(tool, arguments, meta, answer="accept")
+        state, responses = None, None
+    else:
+        asked = world.conn.call(tool, arguments, meta)
+        require(asked.kind == "input_required", f"{tool} did not ask for a confirmation")
+        state, responses = state_of(asked), world.confirmer.input_responses("accept")
+        first = world.conn.call(tool, arguments, meta, input_responses=responses, request_state=state)
+    require(outcome(first) == "ok", f"the approved {tool} failed ({outcome(first)})")
+    original = first.envelope["output"]["value"]
+    # Declining anything asked: a replay must not ask, so it cannot fail the gate.
+    asked_again, replay = ask(world, tool, arguments, "decline")
+    world.evidence.add("replay", {"asked": asked_again, "outcome": outcome(replay)})
+    assert not asked_again, "the replay of a completed mutation asked for a confirmation again"
+    assert outcome(replay) == "ok", f"the replay gave {outcome(replay)}"
+    value = replay.envelope["output"]["value"]
+    assert value.get("replayed") is True, "the replay is not marked replayed: the operation ran twice"
+    assert value.get("receipt") == original.get("receipt"), "the replay's receipt differs from the original one"
+    if state is not None:
+        # The spent state with its approval again: the key's stored outcome, never a second run.
+        again = world.conn.call(tool, arguments, meta, input_responses=responses, request_state=state)
+        world.evidence.add("state_resent", outcome(again))
+        # The replay lookup comes before the gate, so this is the stored outcome, not a verdict on the state.
+        assert outcome(again) == "ok", f"resending the spent state with the same key gave {outcome(again)}, not the replay"
+        resent = again.envelope["output"]["value"]
+        assert resent.get("replayed") is True and resent.get("receipt") == original.get("receipt"), (
+            "resending the spent state ran the operation again")
