@@ -38,6 +38,22 @@ class TargetUnreachable(Exception):
     """The target could not be started or did not speak MCP; the message says which, plainly."""
 
 
+class EraUnsupported(TargetUnreachable):
+    """The target answered, but refused the opening request of this protocol era."""
+
+
+def _inner(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
+    """The first exception of a kind inside (possibly nested) exception groups."""
+    if isinstance(exc, kind):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _inner(inner, kind)
+            if found is not None:
+                return found
+    return None
+
+
 @dataclass(frozen=True)
 class Target:
     kind: Literal["stdio", "http"]
@@ -96,6 +112,7 @@ class Connection:
         self.elicitations = 0
         self.elicitation_requests: list[dict[str, Any]] = []  # what the server asked, for form checks
         self.protocol_noise: list[str] = []
+        self.offered: dict[tuple[str, str, str], frozenset[str]] = {}  # tools listed per binding, for World
         self.stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
         self._portal_cm: Any = None
         self._portal: BlockingPortal | None = None
@@ -113,6 +130,10 @@ class Connection:
             self._session, handshake = self._session_cm.__enter__()
         except Exception as exc:  # the target's failure to start, described without a traceback
             self._shutdown()
+            refusal = _inner(exc, MCPError)
+            if refusal is not None:
+                opening = "initialize" if self.era == "legacy" else "server/discover"
+                raise EraUnsupported(f"the target refused {opening} (JSON-RPC {refusal.error.code})") from None
             raise TargetUnreachable(self._describe_failure(exc)) from None
         return handshake
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from engram_mcp.conformance._checks import Blocked, Status, is_should_only
-from engram_mcp.conformance._connect import ERAS, Connection, Target, TargetUnreachable, parse_target
+from engram_mcp.conformance._connect import ERAS, Connection, EraUnsupported, Target, TargetUnreachable, parse_target
 from engram_mcp.conformance._host import Confirmer, HostBinding, host_from_profile
 from engram_mcp.conformance._profile import Profile, ProfileError, load_profile
 from engram_mcp.conformance._world import Evidence, World
@@ -58,6 +58,7 @@ class Run:
     connections: dict[str, Connection] = field(default_factory=dict)
     extra: list[Connection] = field(default_factory=list)
     unreachable: str | None = None
+    unsupported_eras: dict[str, str] = field(default_factory=dict)  # era -> why the target refused it
     results: list[Result] = field(default_factory=list)
 
     def connection(self, era: str) -> Connection:
@@ -165,12 +166,19 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         conn = Connection(run.target, era, run.confirmer, timeout=run.timeout)
         try:
             conn.open()
+        except EraUnsupported as refusal:
+            run.unsupported_eras[era] = str(refusal)
+            conn.close()
+            continue
         except TargetUnreachable as problem:
             detail = conn.stderr_tail(400).strip()
             run.unreachable = f"{problem} [{era} era]" + (f"; the target said on stderr: {detail}" if detail else "")
             conn.close()
             break
         run.connections[era] = conn
+    if not run.unreachable and not run.connections:
+        run.unreachable = "the target speaks none of the selected protocol eras: " + "; ".join(
+            f"{era}: {why}" for era, why in run.unsupported_eras.items())
 
 
 # -- fixtures --------------------------------------------------------------------
@@ -193,6 +201,8 @@ def evidence() -> Evidence:
 def world(harness: Run, era: str, evidence: Evidence) -> World:
     if harness.unreachable:
         raise Blocked(f"target unreachable: {harness.unreachable}")
+    if era in harness.unsupported_eras:
+        pytest.skip(f"the target does not speak the {era} era: {harness.unsupported_eras[era]}")
     return World(harness.connection(era), harness.host, harness.confirmer, harness.profile, evidence)
 
 

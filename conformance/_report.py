@@ -86,6 +86,8 @@ def summary_lines(run: Run) -> list[str]:
     lines = ["", f"Engram memory over MCP {load().version} — target {run.target.label}"]
     if run.unreachable:
         lines.append(f"TARGET UNREACHABLE: {run.unreachable}")
+    for era, why in run.unsupported_eras.items():
+        lines.append(f"era {era} not spoken by the target ({why}): its checks are SKIPPED")
     lines.append("checks: " + ", ".join(f"{k} {v}" for k, v in sorted(counts(run).items())))
     lines.append(f"MUST requirements: {sum(v['verdict'] == 'PASS' for v in must)} passed, {len(failed)} failed, "
                  f"{sum(v['verdict'] in ('BLOCKED', 'ERROR', 'NOT_RUN') for v in must)} not verified, "
@@ -104,7 +106,7 @@ def write_reports(run: Run, directory: Path) -> None:
     header = {
         "type": "header", "harness_version": HARNESS_VERSION, "contract": load().version,
         "contract_digest": load().digest, "target": run.target.label, "eras": list(run.eras), "seed": run.seed,
-        "examples": run.examples, "strict": run.strict, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(run.started)),
+        "examples": run.examples, "strict": run.strict, "unsupported_eras": run.unsupported_eras, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(run.started)),
     }
     lines = [header]
     for r in run.results:

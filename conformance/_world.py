@@ -17,6 +17,7 @@ from engram_mcp.conformance._checks import Blocked, require
 from engram_mcp.conformance._connect import Connection, Reply
 from engram_mcp.conformance._host import Answer, Confirmer, HostBinding
 from engram_mcp.conformance._profile import Profile, ScopeProfile
+from engram_mcp.contract import load
 
 DIGEST = "sha256:" + "ab" * 32
 _counter = itertools.count(1)
@@ -112,12 +113,31 @@ class World:
         """tools/call as the host would send it. In 2026-07-28 a confirmation request is answered
         with ``answer`` and retried once, unless ``confirm`` is False."""
         if meta is None:
-            meta = self.meta(scope, principal, tool=tool)
+            scope = scope or self.primary
+            principal = principal or self.principal(scope, {tool})
+            self._require_offered(tool, scope, principal)
+            meta = self.host.meta(scope, principal)
         reply = self.conn.call(tool, arguments, meta, answer=answer, timeout=timeout)
         if reply.kind == "input_required" and confirm and answer != "silence":
             reply = self.conn.call(tool, arguments, meta, input_responses=self.confirmer.input_responses(answer),
                                    request_state=(reply.result or {}).get("requestState"), timeout=timeout)
         return reply
+
+    def offered(self, scope: ScopeProfile, principal: str) -> frozenset[str]:
+        """The tools the target lists for this binding (asked once per session, scope and principal)."""
+        key = (scope.tenant, scope.workspace, principal)
+        if key not in self.conn.offered:
+            reply = self.conn.list_tools(self.host.meta(scope, principal))
+            tools = (reply.result or {}).get("tools", []) if reply.kind == "result" else []
+            self.conn.offered[key] = frozenset(t.get("name") for t in tools if isinstance(t, dict))
+        return self.conn.offered[key]
+
+    def _require_offered(self, tool: str, scope: ScopeProfile, principal: str) -> None:
+        """A check that needs a tool the target does not offer is not applicable: SKIP, with the reason."""
+        import pytest
+
+        if tool in load().tools and tool not in self.offered(scope, principal):
+            pytest.skip(f"the target does not offer {tool} to {principal} in {scope.label}")
 
     def value(self, reply: Reply, what: str) -> dict[str, Any]:
         """The success value of a reply that a later step depends on; BLOCKED otherwise."""
