@@ -32,6 +32,7 @@ from engram_mcp.conformance._host import Answer, Confirmer
 Era = Literal["legacy", "modern"]
 ERAS: tuple[Era, ...] = ("legacy", "modern")
 _RAW = TypeAdapter(dict[str, Any])
+STALL_AFTER = 3
 
 
 class TargetUnreachable(Exception):
@@ -113,6 +114,7 @@ class Connection:
         self.elicitation_requests: list[dict[str, Any]] = []  # what the server asked, for form checks
         self.protocol_noise: list[str] = []
         self.offered: dict[tuple[str, str, str], frozenset[str]] = {}  # tools listed per binding, for World
+        self.consecutive_timeouts = 0  # a target that stops answering stalls the era, not the whole run
         self.stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
         self._portal_cm: Any = None
         self._portal: BlockingPortal | None = None
@@ -223,7 +225,14 @@ class Connection:
         with warnings.catch_warnings():
             # The harness sends what no schema allows on purpose; pydantic's serializer notices.
             warnings.filterwarnings("ignore", category=UserWarning, module="pydantic")
-            return self._portal.call(send)
+            reply = self._portal.call(send)
+        self.consecutive_timeouts = self.consecutive_timeouts + 1 if reply.kind == "timeout" else 0
+        return reply
+
+    @property
+    def stalled(self) -> bool:
+        """True once the target has let STALL_AFTER calls in a row go unanswered."""
+        return self.consecutive_timeouts >= STALL_AFTER
 
     def list_tools(self, meta: Mapping[str, Any] | None) -> Reply:
         params = types.PaginatedRequestParams(_meta=dict(meta)) if meta is not None else None

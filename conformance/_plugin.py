@@ -8,6 +8,7 @@ reports when the session ends.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from engram_mcp.conformance._checks import Blocked, Status, is_should_only
 from engram_mcp.conformance._connect import ERAS, Connection, EraUnsupported, Target, TargetUnreachable, parse_target
 from engram_mcp.conformance._host import Confirmer, HostBinding, host_from_profile
 from engram_mcp.conformance._profile import Profile, ProfileError, load_profile
+from engram_mcp.conformance._raw import RawSession
 from engram_mcp.conformance._world import Evidence, World
 
 EXIT_CONFORMANT, EXIT_MUST_FAILED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_STALE = 0, 1, 2, 3, 4
@@ -60,6 +62,8 @@ class Run:
     unreachable: str | None = None
     unsupported_eras: dict[str, str] = field(default_factory=dict)  # era -> why the target refused it
     results: list[Result] = field(default_factory=list)
+    raw_sessions: dict[str, RawSession] = field(default_factory=dict)
+    _raw_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def connection(self, era: str) -> Connection:
         return self.connections[era]
@@ -71,9 +75,20 @@ class Run:
         self.extra.append(conn)
         return conn
 
+    def raw(self, era: str) -> RawSession:
+        """A raw JSON-RPC session in this era, for what no SDK session can carry (opened once)."""
+        with self._raw_lock:
+            if era not in self.raw_sessions:
+                session = RawSession(self.target, era, self.timeout)
+                session.open()
+                self.raw_sessions[era] = session
+            return self.raw_sessions[era]
+
     def close(self) -> None:
         for conn in [*self.connections.values(), *self.extra]:
             conn.close()
+        for session in self.raw_sessions.values():
+            session.close()
 
 
 # -- options -------------------------------------------------------------------
@@ -179,6 +194,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if not run.unreachable and not run.connections:
         run.unreachable = "the target speaks none of the selected protocol eras: " + "; ".join(
             f"{era}: {why}" for era, why in run.unsupported_eras.items())
+    if run.unreachable:
+        # Nothing can be judged: say so once instead of blocking every check in turn.
+        session.config.hook.pytest_deselected(items=list(session.items))
+        session.items.clear()
 
 
 # -- fixtures --------------------------------------------------------------------
@@ -203,6 +222,8 @@ def world(harness: Run, era: str, evidence: Evidence) -> World:
         raise Blocked(f"target unreachable: {harness.unreachable}")
     if era in harness.unsupported_eras:
         pytest.skip(f"the target does not speak the {era} era: {harness.unsupported_eras[era]}")
+    if harness.connection(era).stalled:
+        raise Blocked(f"the target stopped answering in the {era} era: several calls in a row timed out")
     return World(harness.connection(era), harness.host, harness.confirmer, harness.profile, evidence)
 
 

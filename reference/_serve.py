@@ -7,11 +7,11 @@ from typing import Any
 
 import anyio
 import uvicorn
-from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 
 from engram_mcp.reference._config import ServerConfig
 from engram_mcp.reference._server import ReferenceServer
+from engram_mcp.reference._stdio import stdio_transport
 
 _LOCAL = ("127.0.0.1", "localhost", "[::1]")
 
@@ -20,7 +20,7 @@ def serve_stdio(config: ServerConfig) -> None:
     reference = ReferenceServer(config)
 
     async def run() -> None:
-        async with stdio_server() as (read, write):
+        async with stdio_transport() as (read, write):
             await reference.server.run(read, write, reference.server.create_initialization_options())
 
     try:

@@ -88,6 +88,17 @@ def _advertised(tool: str) -> types.Tool:
     )
 
 
+def _integral(value: Any) -> Any:
+    """Whole numbers as ints: JSON has one number type, and 10.0 is the integer 10 (EMC-ENC-012)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _integral(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_integral(v) for v in value]
+    return value
+
+
 def _unforeseen(tool: str) -> Outcome:
     """The constant outcome of an unexpected failure: a mutation may or may not have happened."""
     mutating = _CONTRACT.tools[tool].mutability != "read-only"
@@ -177,6 +188,7 @@ class ReferenceServer:
         verdict = self.oracle.verdict(tool, arguments, now=now)
         if not verdict.valid:
             return Outcome(code=verdict.code)
+        arguments = _integral(arguments)
         if _purpose(tool, arguments) not in (None, binding.purpose_ref):
             raise _protocol_error(_UNTRUSTED)
         if _CONTRACT.tools[tool].idempotent:

@@ -52,10 +52,18 @@ def state_of(reply: Reply) -> str | None:
     return (reply.result or {}).get("requestState")
 
 
+def offered_meta(world: World, tool: str, scope: ScopeProfile | None, principal: str | None) -> dict[str, Any]:
+    """A valid binding for the call; SKIP when the target does not offer ``tool`` under it."""
+    scope = scope or world.primary
+    principal = principal or world.principal(scope, {tool})
+    world._require_offered(tool, scope, principal)
+    return world.host.meta(scope, principal)
+
+
 def ask(world: World, tool: str, arguments: dict[str, Any], answer: str = "accept", *, scope: ScopeProfile | None = None,
         principal: str | None = None) -> tuple[bool, Reply]:
     """Send a call and answer the server's confirmation with ``answer``: (whether it asked, the final reply)."""
-    meta = world.meta(scope, principal, tool=tool)
+    meta = offered_meta(world, tool, scope, principal)
     if world.era == "legacy":
         before = world.conn.elicitations
         reply = world.conn.call(tool, arguments, meta, answer=answer)  # type: ignore[arg-type]
@@ -71,7 +79,7 @@ def ask(world: World, tool: str, arguments: dict[str, Any], answer: str = "accep
 def first_round(world: World, tool: str, arguments: dict[str, Any], *, scope: ScopeProfile | None = None,
                 principal: str | None = None) -> tuple[dict[str, Any], str]:
     """2026-07-28: the unanswered call's (meta, request_state); BLOCKED when the server does not ask."""
-    meta = world.meta(scope, principal, tool=tool)
+    meta = offered_meta(world, tool, scope, principal)
     reply = world.conn.call(tool, arguments, meta)
     require(reply.kind == "input_required" and isinstance(state_of(reply), str),
             f"{tool} did not ask for a confirmation (got {outcome(reply)})")
@@ -178,7 +186,7 @@ def test_an_approved_confirmation_runs_the_operation(world: World, tool: str) ->
         world.evidence.add("elicitations", asked)
         assert asked == 1, f"the server sent {asked} elicitation requests for one {tool} call, not one"
     else:
-        meta = world.meta(tool=tool)
+        meta = offered_meta(world, tool, None, None)
         first = world.conn.call(tool, arguments, meta)
         world.evidence.add("first_round", outcome(first))
         assert first.kind == "input_required", f"{tool} ran without asking for a confirmation ({outcome(first)})"
@@ -393,7 +401,7 @@ def test_an_argument_claiming_approval_is_invalid(world: World, tool: str, field
              "confirm": True}[field]
     arguments = target_for(world, tool)
     before = world.conn.elicitations
-    reply = world.conn.call(tool, {**arguments, field: claim}, world.meta(tool=tool), answer="accept")
+    reply = world.conn.call(tool, {**arguments, field: claim}, offered_meta(world, tool, None, None), answer="accept")
     asked = world.conn.elicitations > before or reply.kind == "input_required"
     world.evidence.add("reply", {"asked": asked, "outcome": outcome(reply)})
     assert outcome(reply) == "INVALID_SCHEMA", f"an argument {field!r} gave {outcome(reply)}, not INVALID_SCHEMA"
@@ -456,7 +464,7 @@ def test_an_ungated_call_does_not_ask(world: World, tool: str) -> None:
 def test_a_completed_mutation_replays_without_asking(world: World, tool: str) -> None:
     """The same key and arguments after an approved withdraw or forget replay the stored result and ask nothing."""
     arguments = target_for(world, tool)
-    meta = world.meta(tool=tool)
+    meta = offered_meta(world, tool, None, None)
     if world.era == "legacy":
         first = world.conn.call(tool, arguments, meta, answer="accept")
         state, responses = None, None

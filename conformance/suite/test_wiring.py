@@ -31,6 +31,14 @@ def _reheadered(token: str, extra: dict) -> str:
     return f"{_segment({**decoded, **extra})}.{payload}.{signature}"
 
 
+def _offered_meta(world: World, tool: str) -> dict:
+    """A valid binding for the primary scope; SKIP when the target does not offer ``tool`` under it."""
+    scope = world.primary
+    principal = world.principal(scope, {tool})
+    world._require_offered(tool, scope, principal)
+    return world.host.meta(scope, principal)
+
+
 def _binding_of(world: World, principal: str) -> Binding:
     """The binding the harness mints, as the server will verify it (for id derivations)."""
     scope = world.primary
@@ -41,8 +49,7 @@ def _binding_of(world: World, principal: str) -> Binding:
 @check("wiring.binding-reused-token", "EMC-HP-009", "EMC-HP-002")
 def test_one_binding_token_serves_several_requests(world: World) -> None:
     """A host may reuse one binding token; each request is judged on the binding it carries."""
-    scope = world.primary
-    meta = world.meta(scope, tool="engram_memory_search")
+    meta = _offered_meta(world, "engram_memory_search")
     arguments = {"query": "ledger", "purpose_ref": world.profile.purpose_ref}
     first, second = (world.conn.call("engram_memory_search", arguments, meta) for _ in range(2))
     unbound = world.conn.call("engram_memory_search", arguments, {})
@@ -56,8 +63,7 @@ def test_one_binding_token_serves_several_requests(world: World) -> None:
 @pytest.mark.parametrize("member", ["jwk", "jku", "x5u", "crit"])
 def test_a_binding_header_with_key_material_is_refused(world: World, member: str) -> None:
     """A token header carrying anything but alg, typ and kid is refused, even with a valid signature underneath."""
-    scope = world.primary
-    meta = world.meta(scope, tool="engram_memory_search")
+    meta = _offered_meta(world, "engram_memory_search")
     forged = {HOST_BINDING_META_KEY: _reheadered(meta[HOST_BINDING_META_KEY], {member: "https://keys.invalid/"})}
     reply = world.conn.call("engram_memory_search", {"query": "ledger", "purpose_ref": world.profile.purpose_ref}, forged)
     world.evidence.add("reply", {"kind": reply.kind, "code": reply.code})
@@ -69,6 +75,7 @@ def test_refusals_do_not_say_why(world: World) -> None:
     """Every refused binding gets the same JSON-RPC error object: no reason, no data."""
     scope = world.primary
     principal = world.principal(scope, {"engram_memory_search"})
+    world._require_offered("engram_memory_search", scope, principal)
     errors = []
     for forgery in sorted(world.host.forgeries):
         reply = world.conn.call("engram_memory_search", {"query": "ledger", "purpose_ref": world.profile.purpose_ref},
@@ -135,7 +142,7 @@ def test_checks_run_in_the_profiles_order(world: World, case: str) -> None:
 def test_confirmation_fields_are_ignored_on_ungated_calls(world: World) -> None:
     """request_state and input_responses on a call that needs no confirmation change nothing."""
     arguments = {"query": "ledger", "purpose_ref": world.profile.purpose_ref}
-    meta = world.meta(tool="engram_memory_search")
+    meta = _offered_meta(world, "engram_memory_search")
     plain = world.conn.call("engram_memory_search", arguments, meta)
     decorated = world.conn.call("engram_memory_search", arguments, meta, request_state="not-a-state",
                                 input_responses={CONFIRMATION_INPUT_KEY: {"action": "decline"}})

@@ -1,0 +1,148 @@
+"""A raw JSON-RPC session, for what an SDK session cannot carry.
+
+The SDK serialises every message through pydantic, which refuses a string
+holding a lone surrogate; JSON text can still carry one (``"\\ud800"``), and a
+server must refuse it. This session writes JSON text itself, over a stdio
+subprocess or plain HTTP POSTs, in either era, and reads the reply back.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import subprocess
+import threading
+import time
+from typing import Any
+
+import httpx2
+
+from engram_mcp.conformance._connect import Era, Reply, Target
+
+MODERN = "2026-07-28"
+LEGACY = "2025-11-25"
+_CLIENT = {"name": "engram-conformance-raw", "version": "1"}
+_ENVELOPE = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientCapabilities": {},
+    "io.modelcontextprotocol/clientInfo": _CLIENT,
+}
+
+
+def _text(message: dict[str, Any]) -> str:
+    # ensure_ascii writes a lone surrogate as its \\uXXXX escape: valid JSON text, unencodable UTF-8.
+    return json.dumps(message, ensure_ascii=True, separators=(",", ":"))
+
+
+class RawSession:
+    """One raw session with the target in one era; call() sends tools/call with any arguments."""
+
+    def __init__(self, target: Target, era: Era, timeout: float) -> None:
+        # A raw request is small: a target that has not answered in 10 s has dropped it.
+        self.target, self.era, self.timeout = target, era, min(timeout, 10.0)
+        self._next_id = 0
+        self._process: subprocess.Popen[str] | None = None
+        self._lines: queue.Queue[str] = queue.Queue()
+        self._http: httpx2.Client | None = None
+        self._session_id: str | None = None
+        self._lock = threading.Lock()  # one exchange at a time: replies are matched by reading in order
+        self.silent = False  # set once the target let a raw request go unanswered
+
+    # -- transport ---------------------------------------------------------------
+
+    def open(self) -> None:
+        if self.target.kind == "stdio":
+            self._process = subprocess.Popen(
+                list(self.target.command), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                text=True, encoding="utf-8", errors="replace", env=dict(self.target.env) or None,
+            )
+            threading.Thread(target=self._pump, daemon=True).start()
+        else:
+            self._http = httpx2.Client(headers=dict(self.target.headers), timeout=self.timeout)
+        if self.era == "legacy":
+            self._request("initialize", {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": _CLIENT})
+            self._notify("notifications/initialized")
+
+    def _pump(self) -> None:
+        assert self._process is not None and self._process.stdout is not None
+        for line in self._process.stdout:
+            self._lines.put(line)
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+        if self._session_id:
+            headers["Mcp-Session-Id"] = self._session_id
+        headers["MCP-Protocol-Version"] = MODERN if self.era == "modern" else LEGACY
+        return headers
+
+    def _post(self, text: str) -> list[dict[str, Any]]:
+        assert self._http is not None
+        response = self._http.post(self.target.url, content=text.encode("utf-8"), headers=self._headers())
+        self._session_id = response.headers.get("mcp-session-id", self._session_id)
+        if "text/event-stream" in response.headers.get("content-type", ""):
+            return [json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:") and line[5:].strip()]
+        return [response.json()] if response.content else []
+
+    def _write(self, text: str) -> list[dict[str, Any]]:
+        if self._http is not None:
+            return self._post(text)
+        assert self._process is not None and self._process.stdin is not None
+        self._process.stdin.write(text + "\n")
+        self._process.stdin.flush()
+        return []
+
+    def _notify(self, method: str) -> None:
+        self._write(_text({"jsonrpc": "2.0", "method": method}))
+
+    def _request(self, method: str, params: dict[str, Any]) -> dict[str, Any] | None:
+        self._next_id += 1
+        wanted = self._next_id
+        messages = self._write(_text({"jsonrpc": "2.0", "id": wanted, "method": method, "params": params}))
+        deadline = time.monotonic() + self.timeout
+        while True:
+            for message in messages:
+                if not isinstance(message, dict):
+                    continue
+                if message.get("id") == wanted and ("result" in message or "error" in message):
+                    return message
+                if message.get("id") is None and "error" in message:
+                    return message  # a refusal of a message the target could not read at all
+            if self._http is not None or time.monotonic() >= deadline:
+                return None
+            try:
+                line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                return None
+            try:
+                messages = [json.loads(line)]
+            except ValueError:
+                messages = []
+
+    # -- calls ----------------------------------------------------------------------
+
+    def call(self, tool: str, arguments: Any, meta: dict[str, Any]) -> Reply:
+        if self.era == "modern":
+            meta = {**_ENVELOPE, **meta}
+        with self._lock:
+            if self.silent:  # it dropped one without a word: waiting again would only repeat that
+                return Reply("timeout")
+            started = time.perf_counter()
+            message = self._request("tools/call", {"name": tool, "arguments": arguments, "_meta": meta})
+            elapsed = time.perf_counter() - started
+        if message is None:
+            self.silent = True
+            return Reply("timeout", elapsed=elapsed)
+        if "error" in message:
+            return Reply("error", error=message["error"], elapsed=elapsed)
+        return Reply("result", result=message["result"], elapsed=elapsed)
+
+    def close(self) -> None:
+        if self._process is not None:
+            self._process.stdin and self._process.stdin.close()
+            try:
+                self._process.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait(timeout=3)
+        if self._http is not None:
+            self._http.close()

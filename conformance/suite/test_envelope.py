@@ -1,0 +1,541 @@
+"""The result envelope: one exact shape, a faithful text copy, the error table's codes and texts, no echo.
+
+Most checks judge one sample of calls per era, made in the primary scope by a
+principal granted every tool: a success and several refusals of each tool
+(INVALID_SCHEMA, INVALID_DIGEST, NOT_FOUND, DIGEST_CONFLICT, STALE_PAGE, the
+lifecycle refusals). The sample is made once per era and shared by the checks.
+Its mutations touch only what the sample itself created: a candidate it
+withdraws and a record it forgets.
+
+envelope.no-reflection plants a marker in every string of the arguments of
+every tool (and in unknown members, host-owned members, oversized and non-NFC
+values, a foreign purpose) and looks for it in everything that comes back.
+Only search and get may carry it, and only inside a returned record's own
+content, which is the caller's material by design.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from engram_mcp.conformance import _fuzz as fuzz
+from engram_mcp.conformance._checks import Blocked, check, require
+from engram_mcp.conformance._connect import Reply
+from engram_mcp.conformance._world import DIGEST, World, capture_arguments, fresh_key, unique
+from engram_mcp.contract import load
+
+CONTRACT = load()
+ERRORS = CONTRACT.errors
+TOOLS = fuzz.TOOLS
+TOOL_IDS = [t.removeprefix("engram_memory_") for t in TOOLS]
+SEARCH, GET, CAPTURE, ADMIT, WITHDRAW, FORGET = (fuzz.SEARCH, fuzz.GET, fuzz.CAPTURE, fuzz.ADMIT, fuzz.WITHDRAW,
+                                                 fuzz.FORGET)
+AUDIT_MIN, AUDIT_MAX = CONTRACT.limit("audit_id.min_chars"), CONTRACT.limit("audit_id.max_chars")
+SUCCESS_KEYS = frozenset({"ok", "output", "auditId", "redactionClass"})
+FAILURE_KEYS = frozenset({"ok", "auditId", "redactionClass", "error"})
+ERROR_KEYS = frozenset({"code", "message", "retriable"})
+# The members of a returned record that hold what the capturing caller wrote.
+RECORD_CONTENT = frozenset({"purpose_ref", "valid_time", "components", "primary_component_id", "primary_event",
+                            "citations", "retention", "reconciliation"})
+SHOWN = 10
+
+
+@dataclass
+class Observed:
+    label: str
+    tool: str
+    arguments: Any
+    reply: Reply
+
+
+@dataclass
+class RunState:
+    samples: dict[str, list[Observed]] = field(default_factory=dict)
+    audit_ids: dict[str, str] = field(default_factory=dict)  # auditId -> where it was seen first
+    repeated: list[str] = field(default_factory=list)
+
+
+_RUNS: dict[int, tuple[Any, RunState]] = {}
+
+
+def run_state(harness: Any) -> RunState:
+    held = _RUNS.get(id(harness))
+    if held is None or held[0] is not harness:
+        held = _RUNS[id(harness)] = (harness, RunState())
+    return held[1]
+
+
+def register(state: RunState, era: str, observed: Observed) -> None:
+    """Remember every auditId seen in the run, and any that comes back a second time."""
+    envelope = observed.reply.envelope
+    audit_id = envelope.get("auditId") if isinstance(envelope, dict) else None
+    if not isinstance(audit_id, str):
+        return
+    where = f"{era}: {observed.label}"
+    if audit_id in state.audit_ids:
+        state.repeated.append(f"{audit_id!r} in {state.audit_ids[audit_id]} and again in {where}")
+    else:
+        state.audit_ids[audit_id] = where
+
+
+# -- the sample ---------------------------------------------------------------------------------------
+
+
+def _value(reply: Reply) -> dict[str, Any] | None:
+    envelope = reply.envelope
+    if reply.kind == "result" and isinstance(envelope, dict) and envelope.get("ok") is True:
+        output = envelope.get("output")
+        value = output.get("value") if isinstance(output, dict) else None
+        return value if isinstance(value, dict) else None
+    return None
+
+
+def _collect(world: World) -> list[Observed]:
+    scope = world.primary
+    principal = world.principal(scope, set(TOOLS))
+    purpose = world.profile.purpose_ref
+    out: list[Observed] = []
+
+    def call(label: str, tool: str, arguments: Any, answer: str = "decline") -> Reply:
+        reply = world.call(tool, arguments, scope=scope, principal=principal, answer=answer)  # type: ignore[arg-type]
+        out.append(Observed(label, tool, arguments, reply))
+        return reply
+
+    token = unique("envelope")
+    first = capture_arguments(purpose, text=f"Envelope sample {token}: the ledger stays in one database.")
+    captured = _value(call("capture", CAPTURE, first))
+    second = _value(call("capture of a second candidate", CAPTURE, capture_arguments(purpose)))
+    call("capture with an unknown member", CAPTURE, {**capture_arguments(purpose), "note": "extra"})
+    malformed = capture_arguments(purpose)
+    malformed["evidence"]["evidence_digest"] = DIGEST.upper()
+    call("capture with an uppercase digest", CAPTURE, malformed)
+    call("capture reusing a key for other content", CAPTURE, capture_arguments(purpose, key=first["idempotency_key"]))
+
+    record_id = None
+    if captured and isinstance(captured.get("candidate_id"), str):
+        candidate = captured["candidate_id"]
+        admitted = _value(call("request_admission", ADMIT, {"candidate_id": candidate, "idempotency_key": fresh_key()}))
+        outcome = admitted.get("outcome") if admitted else None
+        record_id = outcome.get("record_id") if isinstance(outcome, dict) else None
+        call("request_admission of a decided candidate under a new key", ADMIT,
+             {"candidate_id": candidate, "idempotency_key": fresh_key()})
+        call("withdraw of an admitted candidate", WITHDRAW,
+             {"candidate_id": candidate, "idempotency_key": fresh_key(), "reason_ref": "reason:conformance"}, "accept")
+    call("request_admission of an unknown candidate", ADMIT,
+         {"candidate_id": fuzz.UNKNOWN_CANDIDATE, "idempotency_key": fresh_key()})
+    call("request_admission with a malformed candidate id", ADMIT,
+         {"candidate_id": "candidate_NOT_HEX", "idempotency_key": fresh_key()})
+
+    call("search", SEARCH, {"query": token, "purpose_ref": purpose})
+    call("search with limit 0", SEARCH, {"query": token, "purpose_ref": purpose, "limit": 0})
+    call("search with a cursor the server never minted", SEARCH,
+         {"query": token, "purpose_ref": purpose, "page_cursor": "conformance-cursor"})
+    call("search asking for semantic ranking", SEARCH,
+         {"query": token, "purpose_ref": purpose,
+          "capability_policy": {"minimum_channels": "lexical_and_semantic", "network": "forbid"}})
+    if isinstance(record_id, str):
+        call("get", GET, {"record_id": record_id, "purpose_ref": purpose})
+    call("get of an unknown record", GET, {"record_id": fuzz.UNKNOWN_RECORD, "purpose_ref": purpose})
+    call("get with a malformed record id", GET, {"record_id": "MEM_UPPER", "purpose_ref": purpose})
+
+    if second and isinstance(second.get("candidate_id"), str):
+        call("withdraw", WITHDRAW, {"candidate_id": second["candidate_id"], "idempotency_key": fresh_key(),
+                                    "reason_ref": "reason:conformance"}, "accept")
+    call("withdraw of an unknown candidate", WITHDRAW,
+         {"candidate_id": fuzz.UNKNOWN_CANDIDATE, "idempotency_key": fresh_key(), "reason_ref": "reason:conformance"},
+         "accept")
+    call("withdraw without a reason", WITHDRAW,
+         {"candidate_id": fuzz.UNKNOWN_CANDIDATE, "idempotency_key": fresh_key()})
+    if isinstance(record_id, str):
+        call("forget", FORGET, {"record_id": record_id, "idempotency_key": fresh_key(),
+                                "reason_ref": "reason:conformance"}, "accept")
+        call("forget of a forgotten record", FORGET, {"record_id": record_id, "idempotency_key": fresh_key(),
+                                                      "reason_ref": "reason:conformance"}, "accept")
+    call("forget of an unknown record", FORGET,
+         {"record_id": fuzz.UNKNOWN_RECORD, "idempotency_key": fresh_key(), "reason_ref": "reason:conformance"},
+         "accept")
+    call("forget given a candidate id", FORGET,
+         {"record_id": fuzz.UNKNOWN_CANDIDATE, "idempotency_key": fresh_key(), "reason_ref": "reason:conformance"})
+    return out
+
+
+def sample(world: World, harness: Any) -> list[Observed]:
+    """This era's sample, made on first use."""
+    state = run_state(harness)
+    if world.era not in state.samples:
+        observed = _collect(world)
+        state.samples[world.era] = observed
+        for item in observed:
+            register(state, world.era, item)
+    return state.samples[world.era]
+
+
+def results(world: World, harness: Any) -> list[Observed]:
+    """The sample's tool results (protocol errors carry no envelope and are left out)."""
+    observed = sample(world, harness)
+    kept = [o for o in observed if o.reply.kind == "result"]
+    world.evidence.add("calls", len(observed))
+    other = {o.label: o.reply.kind if o.reply.kind != "error" else f"JSON-RPC {(o.reply.error or {}).get('code')}"
+             for o in observed if o.reply.kind != "result"}
+    if other:
+        world.evidence.add("not_results", other)
+    require(kept, "no call of the sample returned a tool result")
+    return kept
+
+
+def envelopes(world: World, harness: Any, ok: bool | None = None) -> list[tuple[Observed, Any]]:
+    """(call, structuredContent) of the sample's results; with ``ok``, only the successes (True) or the
+    refusals (False), told apart by ``ok`` or, where there is no envelope to say, by isError."""
+    out = [(o, o.reply.envelope) for o in results(world, harness)]
+    if ok is not None:
+        out = [(o, e) for o, e in out if succeeded(o.reply) is ok]
+    return out
+
+
+def succeeded(reply: Reply) -> bool:
+    envelope = reply.envelope
+    if isinstance(envelope, dict) and isinstance(envelope.get("ok"), bool):
+        return envelope["ok"]
+    return (reply.result or {}).get("isError") is not True
+
+
+def fail_with(problems: list[str], what: str) -> None:
+    if problems:
+        lines = [f"{len(problems)} {what}; first: {problems[0]}", *(f"- {p}" for p in problems[:SHOWN])]
+        if len(problems) > SHOWN:
+            lines.append(f"... and {len(problems) - SHOWN} more")
+        raise AssertionError("\n".join(lines))
+
+
+def _code(envelope: Any) -> Any:
+    error = envelope.get("error") if isinstance(envelope, dict) else None
+    return error.get("code") if isinstance(error, dict) else None
+
+
+def _errors(world: World, harness: Any) -> list[tuple[Observed, dict[str, Any]]]:
+    """The refusals that carry an error object to judge."""
+    failures = [(o, e["error"]) for o, e in envelopes(world, harness, ok=False)
+                if isinstance(e, dict) and isinstance(e.get("error"), dict)]
+    require(failures, "no refusal of the sample carried an error object")
+    return failures
+
+
+def same_json(a: Any, b: Any) -> bool:
+    """JSON equality: numbers compare by value, but a boolean is never a number."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a == b
+    if isinstance(a, list):
+        return isinstance(b, list) and len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(same_json(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
+
+
+def text_copy(result: dict[str, Any]) -> tuple[str | None, str]:
+    """The first text content item, and what is wrong with the content list if anything."""
+    content = result.get("content")
+    if not isinstance(content, list):
+        return None, "content is missing or not a list"
+    texts = [item.get("text") for item in content if isinstance(item, dict) and item.get("type") == "text"]
+    if not texts or not isinstance(texts[0], str):
+        return None, "content holds no text item"
+    return texts[0], ""
+
+
+# -- the checks ---------------------------------------------------------------------------------------
+
+
+@check("envelope.structured-content", "EMC-ENV-001")
+def test_every_result_is_an_envelope_with_an_identical_text_copy(world: World, harness: Any) -> None:
+    """structuredContent is an object, and the first text content item parses to exactly it."""
+    problems = []
+    for observed in results(world, harness):
+        result = observed.reply.result or {}
+        structured = result.get("structuredContent")
+        if not isinstance(structured, dict):
+            problems.append(f"{observed.label}: structuredContent is {type(structured).__name__}, not an object")
+            continue
+        text, why = text_copy(result)
+        if text is None:
+            problems.append(f"{observed.label}: {why}")
+            continue
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            problems.append(f"{observed.label}: the text copy is not JSON")
+            continue
+        if not same_json(parsed, structured):
+            problems.append(f"{observed.label}: the text copy differs from structuredContent")
+    world.evidence.add("results_checked", len(results(world, harness)))
+    fail_with(problems, "results are not a faithful envelope")
+
+
+@check("envelope.is-error", "EMC-ENV-005")
+def test_is_error_is_the_negation_of_ok(world: World, harness: Any) -> None:
+    """isError is a JSON boolean equal to !ok (absent counts as false); ok is a JSON boolean."""
+    problems = []
+    judged = [(o, e) for o, e in envelopes(world, harness) if isinstance(e, dict) and "ok" in e]
+    # Results with no envelope at all are for envelope.structured-content and the shape checks to report.
+    require(judged, "no result of the sample carried an envelope with ok")
+    for observed, envelope in judged:
+        ok = envelope.get("ok")
+        result = observed.reply.result or {}
+        is_error = result.get("isError", False)
+        if not isinstance(ok, bool):
+            problems.append(f"{observed.label}: ok is {ok!r}, not a boolean")
+        elif not isinstance(is_error, bool):
+            problems.append(f"{observed.label}: isError is {is_error!r}, not a boolean")
+        elif is_error is ok:
+            problems.append(f"{observed.label}: isError is {str(is_error).lower()} with ok {str(ok).lower()}")
+    fail_with(problems, "results disagree on isError")
+
+
+@check("envelope.success-shape", "EMC-ENV-002")
+def test_a_success_envelope_has_exactly_its_members(world: World, harness: Any) -> None:
+    """{ok: true, output: {schema_version: 1, value}, auditId, redactionClass: "high"} and nothing else."""
+    successes = envelopes(world, harness, ok=True)
+    require(successes, "no call of the sample succeeded")
+    world.evidence.add("successes", sorted({o.tool for o, _ in successes}))
+    problems = []
+    for observed, envelope in successes:
+        if not isinstance(envelope, dict):
+            problems.append(f"{observed.label}: no envelope in structuredContent")
+            continue
+        keys = set(envelope)
+        if keys != SUCCESS_KEYS:
+            problems.append(f"{observed.label}: members {sorted(keys)}")
+        output = envelope.get("output")
+        if not isinstance(output, dict) or set(output) != {"schema_version", "value"}:
+            problems.append(f"{observed.label}: output is {fuzz.describe(output, 120)}")
+        elif type(output["schema_version"]) is not int or output["schema_version"] != 1:
+            problems.append(f"{observed.label}: output.schema_version is {output['schema_version']!r}")
+        elif not isinstance(output["value"], dict):
+            problems.append(f"{observed.label}: output.value is not an object")
+        if envelope.get("redactionClass") != "high":
+            problems.append(f"{observed.label}: redactionClass is {envelope.get('redactionClass')!r}")
+        if not isinstance(envelope.get("auditId"), str):
+            problems.append(f"{observed.label}: auditId is {envelope.get('auditId')!r}")
+    fail_with(problems, "success envelopes are not exactly the contract's")
+
+
+@check("envelope.failure-shape", "EMC-ENV-003")
+def test_a_failure_envelope_has_exactly_its_members(world: World, harness: Any) -> None:
+    """{ok: false, auditId, redactionClass: "high", error: {code, message, retriable}} and nothing else."""
+    failures = envelopes(world, harness, ok=False)
+    require(failures, "no call of the sample was refused with an envelope")
+    world.evidence.add("codes", sorted({str(_code(e)) for _, e in failures}))
+    problems = []
+    for observed, envelope in failures:
+        if not isinstance(envelope, dict):
+            problems.append(f"{observed.label}: no envelope in structuredContent")
+            continue
+        keys = set(envelope)
+        if keys != FAILURE_KEYS:
+            problems.append(f"{observed.label}: members {sorted(keys)}")
+        error = envelope.get("error")
+        if not isinstance(error, dict) or set(error) != ERROR_KEYS:
+            problems.append(f"{observed.label}: error is {fuzz.describe(error, 160)}")
+        elif not (isinstance(error["code"], str) and isinstance(error["message"], str)
+                  and isinstance(error["retriable"], bool)):
+            problems.append(f"{observed.label}: error members have the wrong types: {fuzz.describe(error, 160)}")
+        if envelope.get("redactionClass") != "high":
+            problems.append(f"{observed.label}: redactionClass is {envelope.get('redactionClass')!r}")
+        if not isinstance(envelope.get("auditId"), str):
+            problems.append(f"{observed.label}: auditId is {envelope.get('auditId')!r}")
+    fail_with(problems, "failure envelopes are not exactly the contract's")
+
+
+@check("envelope.value-schema", "EMC-ENV-004")
+def test_every_success_value_satisfies_its_tools_value_schema(world: World, harness: Any) -> None:
+    """output.value validates against schemas/tools/<tool>.value.json (x- keywords included)."""
+    successes = [(o, e) for o, e in envelopes(world, harness, ok=True) if isinstance(e, dict) and e.get("ok") is True]
+    require(successes, "no call of the sample succeeded with an envelope")
+    problems = []
+    for observed, envelope in successes:
+        value = (envelope.get("output") or {}).get("value") if isinstance(envelope.get("output"), dict) else None
+        validator = CONTRACT.validator(CONTRACT.value_schema(observed.tool))
+        errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
+        if errors:
+            where = "/" + "/".join(str(p) for p in errors[0].absolute_path)
+            problems.append(f"{observed.label}: {len(errors)} violation(s), first at {where}: "
+                            f"{errors[0].message[:160]}")
+        elif not CONTRACT.output_validator(observed.tool).is_valid(envelope):
+            problems.append(f"{observed.label}: the envelope breaks the outputSchema advertised for {observed.tool}")
+    world.evidence.add("values_checked", len(successes))
+    fail_with(problems, "success values break their value schema")
+
+
+@check("envelope.error-codes", "EMC-ERR-001", "EMC-ERR-002", "EMC-ERR-003")
+def test_error_codes_come_from_the_table_for_that_tool(world: World, harness: Any) -> None:
+    """error.code is in spec/errors.json, listed for the tool, with the table's retriable flag."""
+    failures = _errors(world, harness)
+    problems = []
+    for observed, error in failures:
+        code = error.get("code")
+        entry = ERRORS.get(code) if isinstance(code, str) else None
+        if entry is None:
+            problems.append(f"{observed.label}: {code!r} is not a code of the error table")
+            continue
+        if observed.tool not in entry.tools:
+            problems.append(f"{observed.label}: {code} is not a code {observed.tool} may send")
+        if error.get("retriable") is not entry.retriable:
+            problems.append(f"{observed.label}: {code} with retriable {error.get('retriable')!r}, "
+                            f"the table says {str(entry.retriable).lower()}")
+    world.evidence.add("codes", sorted({f"{o.tool.removeprefix('engram_memory_')}:{e.get('code')}"
+                                        for o, e in failures}))
+    fail_with(problems, "refusals use codes outside the table")
+
+
+@check("envelope.fixed-messages", "EMC-ENV-006")
+def test_each_code_comes_with_its_fixed_message(world: World, harness: Any) -> None:
+    """error.message is exactly the table's text for the code."""
+    problems = []
+    for observed, error in _errors(world, harness):
+        entry = ERRORS.get(error.get("code")) if isinstance(error.get("code"), str) else None
+        if entry is not None and error.get("message") != entry.message:
+            problems.append(f"{observed.label}: {entry.code} came with {fuzz.describe(error.get('message'), 120)}")
+    fail_with(problems, "refusals carry a message other than the table's")
+
+
+# -- no reflection ------------------------------------------------------------------------------------
+
+
+def _hits(node: Any, needle: str, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    """Paths in a JSON value whose key or string value contains the needle (case-insensitively)."""
+    if isinstance(node, str):
+        if needle in node.lower():
+            yield path
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            if isinstance(key, str) and needle in key.lower():
+                yield path + (key,)
+            yield from _hits(value, needle, path + (key,))
+    elif isinstance(node, list):
+        for i, item in enumerate(node):
+            yield from _hits(item, needle, path + (i,))
+
+
+def record_content(tool: str) -> Callable[[tuple[Any, ...]], bool]:
+    """Where a success of this tool may hold the caller's own material: inside a returned record."""
+
+    def allowed(path: tuple[Any, ...]) -> bool:
+        if tool == SEARCH:
+            return (len(path) >= 6 and path[:3] == ("output", "value", "records") and isinstance(path[3], int)
+                    and path[4] == "record" and path[5] in RECORD_CONTENT)
+        if tool == GET:
+            return len(path) >= 4 and path[:3] == ("output", "value", "record") and path[3] in RECORD_CONTENT
+        return False
+
+    return allowed
+
+
+def reflections(reply: Reply, marker: str, allowed: Callable[[tuple[Any, ...]], bool] | None = None) -> list[str]:
+    """Every place in a reply that repeats the marker, outside what ``allowed`` accepts."""
+    needle = marker.lower()[:12]
+    found: list[str] = []
+    if reply.kind == "error":
+        error = reply.error or {}
+        if needle in str(error.get("message", "")).lower():
+            found.append("the JSON-RPC error message")
+        if needle in json.dumps(error.get("data"), default=str).lower():
+            found.append("the JSON-RPC error data")
+        return found
+    result = reply.result or {}
+    structured = result.get("structuredContent")
+    ok = isinstance(structured, dict) and structured.get("ok") is True
+    for path in _hits(structured, needle):
+        if not (ok and allowed is not None and allowed(path)):
+            found.append("structuredContent/" + "/".join(str(p) for p in path))
+    text, _ = text_copy(result)
+    copy_is_faithful = False
+    if text is not None:
+        try:
+            copy_is_faithful = same_json(json.loads(text), structured)
+        except ValueError:
+            pass
+    others = {k: v for k, v in result.items() if k not in ("structuredContent", "content")}
+    if not copy_is_faithful and needle in json.dumps(result.get("content"), default=str).lower():
+        found.append("the text content (which is not a faithful copy)")
+    if needle in json.dumps(others, default=str).lower():
+        found.append("the result outside its envelope")
+    return found
+
+
+@check("envelope.no-reflection", "EMC-ENV-006")
+@pytest.mark.parametrize("tool", TOOLS, ids=TOOL_IDS)
+def test_no_reply_repeats_what_the_arguments_said(world: World, harness: Any, tool: str) -> None:
+    """A marker planted in every string of the arguments never comes back, except a record's own content."""
+    scope = world.primary
+    principal = world.principal(scope, {tool})
+    purpose = world.profile.purpose_ref
+    state = run_state(harness)
+    marker = unique("zqmark")
+    problems: list[str] = []
+    seen: dict[str, str] = {}
+
+    def judge(label: str, arguments: Any, marker: str, allowed: Any = None) -> Reply:
+        reply = world.call(tool, arguments, scope=scope, principal=principal, answer="decline")
+        register(state, world.era, Observed(f"no-reflection {tool}: {label}", tool, arguments, reply))
+        seen[label] = ("success" if _value(reply) is not None else
+                       f"JSON-RPC {(reply.error or {}).get('code')}" if reply.kind == "error" else
+                       str((reply.envelope or {}).get("error", {}).get("code")) if isinstance(reply.envelope, dict)
+                       else reply.kind)
+        for where in reflections(reply, marker, allowed):
+            problems.append(f"{label}: the marker is repeated in {where}")
+        envelope = reply.envelope if isinstance(reply.envelope, dict) else {}
+        error = envelope.get("error") if isinstance(envelope.get("error"), dict) else {}
+        entry = ERRORS.get(error.get("code")) if isinstance(error.get("code"), str) else None
+        if entry is not None and error.get("message") != entry.message:
+            problems.append(f"{label}: {entry.code} came with a message other than the table's")
+        return reply
+
+    for planted in fuzz.marker_cases(tool, marker, purpose=purpose):
+        judge(planted.label, planted.arguments, marker)
+
+    if tool in (SEARCH, GET):
+        # A record whose content carries a second marker: search and get may return that content, nothing else.
+        own = unique("zqmark")
+        content = next(p for p in fuzz.marker_cases(CAPTURE, own, purpose=purpose)
+                       if p.label == "the marker in every free field")
+        record_id = None
+        try:
+            capture_principal = world.principal(scope, {CAPTURE, ADMIT})
+            reply = world.call(CAPTURE, content.arguments, scope=scope, principal=capture_principal)
+            candidate = world.value(reply, "capture of marked content")["candidate_id"]
+            record_id = world.admit(candidate, scope=scope, principal=capture_principal).get("record_id")
+        except Blocked as blocked:
+            world.evidence.add("record_with_marker", f"not made: {blocked}")
+        if isinstance(record_id, str):
+            arguments = ({"query": own, "purpose_ref": purpose} if tool == SEARCH
+                         else {"record_id": record_id, "purpose_ref": purpose})
+            reply = judge("a record holding the caller's marked content", arguments, own, record_content(tool))
+            returned = [p for p in _hits(reply.envelope, own.lower()[:12]) if record_content(tool)(p)]
+            world.evidence.add("marker_in_returned_content", bool(returned))
+            forget = {"record_id": record_id, "idempotency_key": fresh_key(), "reason_ref": "reason:conformance"}
+            world.call(FORGET, forget, scope=scope, principal=world.principal(scope, {FORGET}), answer="accept")
+    world.evidence.add("outcomes", seen)
+    fail_with(problems, f"replies of {tool} repeat the caller's input")
+
+
+@check("envelope.audit-id", "EMC-ENV-002", "EMC-ENV-003", "EMC-HP-052")
+def test_every_envelope_has_its_own_audit_id(world: World, harness: Any) -> None:
+    """auditId is a string of audit_id.min_chars to audit_id.max_chars characters, never seen before in the run."""
+    observed = envelopes(world, harness)
+    state = run_state(harness)
+    problems = []
+    for item, envelope in observed:
+        audit_id = envelope.get("auditId") if isinstance(envelope, dict) else None
+        if not isinstance(audit_id, str):
+            problems.append(f"{item.label}: auditId is {audit_id!r}")
+        elif not AUDIT_MIN <= len(audit_id) <= AUDIT_MAX:
+            problems.append(f"{item.label}: auditId has {len(audit_id)} characters")
+    problems += [f"auditId {where}" for where in state.repeated]
+    world.evidence.add("audit_ids_seen", len(state.audit_ids))
+    fail_with(problems, "auditIds are missing, out of bounds or repeated")

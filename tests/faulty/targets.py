@@ -1,0 +1,1160 @@
+"""Faulty targets: the reference server with one requirement broken, to prove that the harness notices.
+
+    python tests/faulty/targets.py VARIANT --config SERVER_TOML   serve VARIANT over stdio
+    python tests/faulty/targets.py --list                          the catalog, one JSON object a line
+
+Each variant builds an ordinary ``ReferenceServer`` and then breaks it the way a
+real implementation tends to go wrong: a lenient parser, a forgotten flag, a
+cache that forget does not reach, a gate that trusts the client. Nothing in
+``reference/`` knows about these faults. They are applied from here, by
+wrapping or replacing methods of the one server instance (its engine, store,
+oracle, confirmation gate and advertised tools) and, for the two MCP handlers
+the low-level SDK server captured at construction, by a small subclass.
+
+A variant names the requirements it breaks (each must end FAIL in the run's
+footer, or WARN where all of them are SHOULDs) and the checks that must catch
+it (at least one must end so), with the ``--select`` prefixes and the one
+``--era`` that keep its run short: the era the fault lives in, or else one
+chosen so that the catalog exercises both. ``run_variant`` and ``run_control``
+run the real ``conformance`` command line and ``Judgement.verdict`` reads the
+report; tests/test_faulty_targets.py and tools/kill_rate.py use them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import dataclasses
+import json
+import logging
+import secrets
+import shlex
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import jwt
+import mcp_types as types
+from mcp.server import ServerRequestContext
+from mcp.server.stdio import stdio_server
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from engram_mcp.contract import load, profile_digest
+from engram_mcp.contract.binding import (
+    CONFIRMATION_INPUT_KEY,
+    HOST_BINDING_META_KEY,
+    BindingRejected,
+    StateRejected,
+    check_retry,
+    generate_host_key,
+    is_approval,
+    operation_target,
+    supports_form_elicitation,
+    verify_binding,
+)
+from engram_mcp.reference import _search as search_index
+from engram_mcp.reference._config import load_config
+from engram_mcp.reference._core import _as_replay, _intent, scope_of
+from engram_mcp.reference._envelope import Outcome, Refusal, tool_result
+from engram_mcp.reference._policy import AcceptAll, SecretScan
+from engram_mcp.reference._ports import Scope, Sealed
+from engram_mcp.reference._server import _UNTRUSTED, ReferenceServer, _protocol_error
+
+CONTRACT = load()
+SEARCH, GET, CAPTURE = "engram_memory_search", "engram_memory_get", "engram_memory_capture"
+ADMIT, WITHDRAW, FORGET = "engram_memory_request_admission", "engram_memory_withdraw", "engram_memory_forget"
+BUDGET_MAX = CONTRACT.limit("max_packet_bytes.max")
+LIMIT_MAX = CONTRACT.limit("search.limit.max")
+OPAQUE_MAX = CONTRACT.limit("opaque_ref.max_bytes")
+APPROVAL = {"action": "accept", "content": {"confirm": True}}
+# Host-owned names (contract §0 and the host profile): a lenient parser with a deny-list still refuses these.
+HOST_OWNED = frozenset({
+    "tenant", "workspace", "scope", "principal", "agent_id", "session", "credential", "auditId", "deadline",
+    "cancellation", "confirmation", "confirmed", "elicitationRef", "trust", "decision", "status",
+    "tenantId", "scope_ref", "agentId", "confirm", "request_state", "binding",
+})
+
+
+# -- the server the faults are applied to ---------------------------------------------------------------
+
+
+Rewrite = Callable[[ServerRequestContext, types.CallToolRequestParams, dict[str, Any]], dict[str, Any]]
+ListRewrite = Callable[[ServerRequestContext, types.ListToolsResult], types.ListToolsResult]
+Intercept = Callable[[ServerRequestContext, types.CallToolRequestParams], Any]
+
+
+@dataclass(frozen=True)
+class LeakedOutcome(Outcome):
+    """A refusal that carries the text of the exception behind it (only a faulty edge sends it)."""
+
+    detail: str = ""
+
+
+class FaultyServer(ReferenceServer):
+    """The reference server, with seams on the two handlers the SDK server holds since construction.
+
+    ``tools/call`` results pass through ``rewrites`` (envelope in, envelope out) and are
+    rendered by ``render``; ``intercept`` may answer a call before the reference sees it;
+    ``tools/list`` results pass through ``list_rewrites``. With none set it serves exactly
+    what the reference serves."""
+
+    def __init__(self, config: Any) -> None:
+        super().__init__(config)
+        self.rewrites: list[Rewrite] = []
+        self.list_rewrites: list[ListRewrite] = []
+        self.intercept: Intercept | None = None
+        self.render: Callable[[dict[str, Any]], types.CallToolResult] = tool_result
+        self.leaks: dict[str, str] = {}  # auditId -> exception text, for LeakedOutcome
+
+    async def _call_tool(self, ctx: ServerRequestContext, params: types.CallToolRequestParams) -> Any:
+        if self.intercept is not None:
+            early = await self.intercept(ctx, params)
+            if early is not None:
+                return early
+        result = await super()._call_tool(ctx, params)
+        if isinstance(result, types.CallToolResult) and (self.rewrites or self.render is not tool_result):
+            envelope = copy.deepcopy(result.structured_content)
+            for rewrite in self.rewrites:
+                envelope = rewrite(ctx, params, envelope)
+            result = self.render(envelope)
+        return result
+
+    async def _list_tools(self, ctx: ServerRequestContext, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        result = await super()._list_tools(ctx, params)
+        for rewrite in self.list_rewrites:
+            result = rewrite(ctx, result)
+        return result
+
+
+def serve_stdio(server: ReferenceServer) -> None:
+    """As reference/_serve.py serves: one session over stdin/stdout."""
+
+    async def run() -> None:
+        async with stdio_server() as (read, write):
+            await server.server.run(read, write, server.server.create_initialization_options())
+
+    try:
+        anyio.run(run)
+    finally:
+        server.close()
+
+
+# -- the catalog -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    breaks: tuple[str, ...]  # requirement ids the run's footer must judge FAIL
+    caught_by: tuple[str, ...]  # check ids; at least one must end FAIL
+    select: tuple[str, ...]  # --select prefixes for the run
+    era: str  # --era for the run: the era whose code the fault sits in, else one picked to spread the load
+    summary: str
+    apply: Callable[[FaultyServer], None]
+    expect: str = "FAIL"  # WARN where every broken requirement is a SHOULD: the run then rightly exits 0
+    gap: str | None = None  # a known harness gap: the variant is expected to slip through
+
+
+VARIANTS: dict[str, Variant] = {}
+
+
+def variant(name: str, *, breaks: list[str], caught_by: list[str], era: str, select: list[str] | None = None,
+            expect: str = "FAIL", gap: str | None = None) -> Callable[[Callable[[FaultyServer], None]], Callable[[FaultyServer], None]]:
+    def register(apply: Callable[[FaultyServer], None]) -> Callable[[FaultyServer], None]:
+        if name in VARIANTS:
+            raise ValueError(f"variant {name} is defined twice")
+        summary = (apply.__doc__ or "").strip().splitlines()[0]
+        VARIANTS[name] = Variant(name, tuple(breaks), tuple(caught_by), tuple(select or caught_by), era, summary,
+                                 apply, expect, gap)
+        return apply
+
+    return register
+
+
+# -- what the faults share -------------------------------------------------------------------------------
+
+
+def _at(node: Any, pointer: str) -> Any:
+    for part in pointer.split("/")[1:] if pointer else []:
+        part = part.replace("~1", "/").replace("~0", "~")
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    return node
+
+
+def _opaque_names() -> frozenset[str]:
+    """Property names whose schema is the contract's opaque reference, in any tool's arguments."""
+    names: set[str] = set()
+
+    def walk(node: Any, name: str | None = None) -> None:
+        if isinstance(node, dict):
+            if name and str(node.get("$ref", "")).endswith("/opaque_ref"):
+                names.add(name)
+            for key, value in node.items():
+                if key == "properties" and isinstance(value, dict):
+                    for prop, schema in value.items():
+                        walk(schema, prop)
+                else:
+                    walk(value, name if key == "items" else None)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    for tool in CONTRACT.tools:
+        walk(CONTRACT.input_schema(tool))
+    return frozenset(names)
+
+
+def _named(pointer: str) -> str:
+    """The last member name in a JSON Pointer (array indexes skipped)."""
+    parts = [p for p in pointer.split("/")[1:] if not p.isdigit()]
+    return parts[-1] if parts else ""
+
+
+def _filter_verdicts(server: FaultyServer, forgive: Callable[[str, Any, Any], bool]) -> None:
+    """Let the oracle forgive some violations: ``forgive(tool, arguments, violation)``."""
+    oracle = server.oracle
+    verdict = oracle.verdict
+
+    def lenient(tool: str, arguments: Any, *, now: Any = None) -> Any:
+        judged = verdict(tool, arguments, now=now)
+        kept = [v for v in judged.violations if not forgive(tool, arguments, v)]
+        return judged if len(kept) == len(judged.violations) else oracle._finish(kept)
+
+    oracle.verdict = lenient  # type: ignore[method-assign]
+
+
+def _claimed_purpose(tool: str, arguments: Any) -> Any:
+    if not isinstance(arguments, dict):
+        return None
+    holder = arguments.get("payload") if tool == CAPTURE else arguments
+    return holder.get("purpose_ref") if isinstance(holder, dict) else None
+
+
+def _responses(params: types.CallToolRequestParams) -> dict[str, Any]:
+    return {k: v.model_dump(by_alias=True, exclude_none=True) if hasattr(v, "model_dump") else v
+            for k, v in (params.input_responses or {}).items()}
+
+
+def _modern(ctx: ServerRequestContext) -> bool:
+    return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
+def _error_rewrite(server: FaultyServer, change: Callable[[ServerRequestContext, Any, dict[str, Any], dict[str, Any]], None]) -> None:
+    """Rewrite failure envelopes: ``change(ctx, params, envelope, error)`` edits the error in place."""
+
+    def rewrite(ctx: ServerRequestContext, params: Any, envelope: dict[str, Any]) -> dict[str, Any]:
+        if envelope.get("ok") is False and isinstance(envelope.get("error"), dict):
+            change(ctx, params, envelope, envelope["error"])
+        return envelope
+
+    server.rewrites.append(rewrite)
+
+
+def _exists_elsewhere(server: FaultyServer, ctx: ServerRequestContext, tool: str, arguments: Any) -> bool:
+    """Whether the call's target id exists in a scope other than the bound one."""
+    binding = server._trusted_binding(ctx)
+    name = CONTRACT.tools[tool].target
+    ident = arguments.get(name) if isinstance(arguments, dict) and name else None
+    if binding is None or not isinstance(ident, str):
+        return False
+    table, column = ("records", "record_id") if name == "record_id" else ("candidates", "candidate_id")
+    with server.store.read() as db:
+        return db.execute(
+            f"SELECT 1 FROM {table} WHERE {column} = ? AND NOT (tenant = ? AND workspace = ?) LIMIT 1",
+            (ident, binding.tenant, binding.workspace),
+        ).fetchone() is not None
+
+
+def _wrap_operation(server: FaultyServer, tool: str, make: Callable[[Callable[..., dict[str, Any]]], Callable[..., dict[str, Any]]]) -> None:
+    """Replace one engine operation; the engine dispatches through a table built at construction."""
+    operations = server.engine._operations
+    operations[tool] = make(operations[tool])
+
+
+# -- arguments -------------------------------------------------------------------------------------------
+
+
+@variant("extra-field-ignored", breaks=["EMC-HOST-002"], caught_by=["arguments.schemathesis-negative"], era="modern")
+def extra_field_ignored(server: FaultyServer) -> None:
+    """Unknown argument members are ignored, not refused (a deny-list still stops host-owned names)."""
+
+    def forgive(tool: str, arguments: Any, violation: Any) -> bool:
+        if violation.rule != "closed_schema":
+            return False
+        try:
+            holder = _at(arguments, violation.path)
+        except (KeyError, IndexError, TypeError, ValueError):
+            return False
+        return isinstance(holder, dict) and not (set(holder) & HOST_OWNED)
+
+    _filter_verdicts(server, forgive)
+
+
+@variant("null-optional-tolerated", breaks=["EMC-HOST-003"], caught_by=["arguments.null"], era="legacy")
+def null_optional_tolerated(server: FaultyServer) -> None:
+    """null for an optional top-level argument is read as 'left out' (Optional[...] = None)."""
+    guarded = server._guarded_call
+
+    async def tolerant(ctx: Any, params: types.CallToolRequestParams, tool: str, binding: Any, audit_id: str) -> Any:
+        arguments = params.arguments
+        if isinstance(arguments, dict):
+            required = set(CONTRACT.input_schema(tool).get("required", []))
+            kept = {k: v for k, v in arguments.items() if v is not None or k in required}
+            params = params.model_copy(update={"arguments": kept})
+        return await guarded(ctx, params, tool, binding, audit_id)
+
+    server._guarded_call = tolerant  # type: ignore[method-assign]
+
+
+@variant("opaque-ref-counts-characters", breaks=["EMC-ENC-001"], caught_by=["arguments.utf8-boundaries"], era="modern")
+def opaque_ref_counts_characters(server: FaultyServer) -> None:
+    """Opaque references are bounded in characters, not UTF-8 bytes (200 x U+20AC = 600 bytes passes)."""
+    opaque = _opaque_names()
+
+    def forgive(tool: str, arguments: Any, violation: Any) -> bool:
+        if violation.rule != "utf8_bytes" or _named(violation.path) not in opaque:
+            return False
+        try:
+            value = _at(arguments, violation.path)
+        except (KeyError, IndexError, TypeError, ValueError):
+            return False
+        return isinstance(value, str) and 1 <= len(value) <= OPAQUE_MAX
+
+    _filter_verdicts(server, forgive)
+
+
+@variant("idempotency-key-15-bytes", breaks=["EMC-IDEM-002"], caught_by=["idempotency.key-bounds"], era="legacy")
+def idempotency_key_15_bytes(server: FaultyServer) -> None:
+    """An idempotency key of 15 bytes is accepted (an off-by-one in the lower bound)."""
+
+    def forgive(tool: str, arguments: Any, violation: Any) -> bool:
+        if violation.rule != "utf8_bytes" or violation.path != "/idempotency_key":
+            return False
+        key = arguments.get("idempotency_key") if isinstance(arguments, dict) else None
+        return isinstance(key, str) and len(key.encode("utf-8", "surrogatepass")) == 15
+
+    _filter_verdicts(server, forgive)
+
+
+# -- NOT_FOUND ---------------------------------------------------------------------------------------------
+
+
+@variant("not-found-tells-scope", breaks=["EMC-GET-003", "EMC-HOST-006"], caught_by=["not-found.get"], era="modern")
+def not_found_tells_scope(server: FaultyServer) -> None:
+    """NOT_FOUND for an id that exists in another scope says so in its message."""
+
+    def change(ctx: Any, params: Any, envelope: dict[str, Any], error: dict[str, Any]) -> None:
+        if error.get("code") == "NOT_FOUND" and _exists_elsewhere(server, ctx, params.name, params.arguments):
+            error["message"] = "The requested item belongs to another workspace."
+
+    _error_rewrite(server, change)
+
+
+@variant("not-found-slower-elsewhere", breaks=["EMC-GET-003", "EMC-HOST-006"],
+         caught_by=["not-found.timing-gross"], era="legacy")
+def not_found_slower_elsewhere(server: FaultyServer) -> None:
+    """NOT_FOUND takes 8 ms longer when the id exists in another scope (a second lookup before refusing)."""
+    engine = server.engine
+    visible, candidate = engine._visible_record, engine._candidate
+
+    def elsewhere(db: Any, caller: Any, table: str, column: str, ident: str) -> None:
+        found = db.execute(f"SELECT 1 FROM {table} WHERE {column} = ? AND NOT (tenant = ? AND workspace = ?) LIMIT 1",
+                           (ident, caller.tenant, caller.workspace)).fetchone()
+        if found is not None:
+            time.sleep(0.008)
+
+    def slow_record(db: Any, caller: Any, rid: str, now: Any) -> Any:
+        try:
+            return visible(db, caller, rid, now)
+        except Refusal:
+            elsewhere(db, caller, "records", "record_id", rid)
+            raise
+
+    def slow_candidate(db: Any, caller: Any, cid: str) -> Any:
+        try:
+            return candidate(db, caller, cid)
+        except Refusal:
+            elsewhere(db, caller, "candidates", "candidate_id", cid)
+            raise
+
+    engine._visible_record = slow_record  # type: ignore[method-assign]
+    engine._candidate = slow_candidate  # type: ignore[method-assign]
+
+
+# -- the envelope --------------------------------------------------------------------------------------------
+
+
+@variant("is-error-never-set", breaks=["EMC-ENV-005"], caught_by=["envelope.is-error"], era="modern")
+def is_error_never_set(server: FaultyServer) -> None:
+    """isError is left false on failure envelopes."""
+    server.render = lambda envelope: tool_result(envelope).model_copy(update={"is_error": False})
+
+
+@variant("text-copy-drifts", breaks=["EMC-ENV-001"], caught_by=["envelope.structured-content"], era="legacy")
+def text_copy_drifts(server: FaultyServer) -> None:
+    """The text content is serialised before auditId is added, so it lacks it."""
+
+    def render(envelope: dict[str, Any]) -> types.CallToolResult:
+        early = {k: v for k, v in envelope.items() if k != "auditId"}
+        return types.CallToolResult(content=[types.TextContent(type="text", text=json.dumps(early))],
+                                    structured_content=envelope, is_error=not envelope["ok"])
+
+    server.render = render
+
+
+@variant("not-found-retriable", breaks=["EMC-ERR-002"], caught_by=["envelope.error-codes"], era="modern")
+def not_found_retriable(server: FaultyServer) -> None:
+    """NOT_FOUND is flagged retriable (as if it were eventual consistency)."""
+
+    def change(ctx: Any, params: Any, envelope: dict[str, Any], error: dict[str, Any]) -> None:
+        if error.get("code") == "NOT_FOUND":
+            error["retriable"] = True
+
+    _error_rewrite(server, change)
+
+
+@variant("not-found-echoes-id", breaks=["EMC-ENV-006"], caught_by=["envelope.fixed-messages"], era="legacy")
+def not_found_echoes_id(server: FaultyServer) -> None:
+    """The NOT_FOUND message names the id that was asked for."""
+
+    def change(ctx: Any, params: Any, envelope: dict[str, Any], error: dict[str, Any]) -> None:
+        name = CONTRACT.tools[params.name].target if params.name in CONTRACT.tools else None
+        ident = params.arguments.get(name) if isinstance(params.arguments, dict) and name else None
+        if error.get("code") == "NOT_FOUND" and isinstance(ident, str):
+            error["message"] = f"No such item: {ident}"
+
+    _error_rewrite(server, change)
+
+
+@variant("exception-text-leaks", breaks=["EMC-ENV-006"],
+         caught_by=["envelope.fixed-messages", "envelope.no-reflection"],
+         select=["envelope.fixed-messages", "envelope.no-reflection"], era="modern")
+def exception_text_leaks(server: FaultyServer) -> None:
+    """A page cursor that does not open raises inside the engine, and the exception text becomes the STALE_PAGE message."""
+    engine = server.engine
+    opener = engine.cursors.open
+    call = engine.call
+    guarded = server._guarded_call
+
+    def strict_open(token: str) -> Any:
+        pinned = opener(token)
+        if pinned is None:
+            raise ValueError(f"page_cursor {token!r} could not be decoded: bad padding or signature")
+        return pinned
+
+    def leaky_call(tool: str, caller: Any, arguments: dict[str, Any], now: Any) -> Outcome:
+        try:
+            return call(tool, caller, arguments, now)
+        except ValueError as exc:
+            return LeakedOutcome(code="STALE_PAGE", detail=str(exc))
+
+    async def remember(ctx: Any, params: Any, tool: str, binding: Any, audit_id: str) -> Any:
+        result = await guarded(ctx, params, tool, binding, audit_id)
+        if isinstance(result, LeakedOutcome):
+            server.leaks[audit_id] = result.detail
+        return result
+
+    def change(ctx: Any, params: Any, envelope: dict[str, Any], error: dict[str, Any]) -> None:
+        if envelope.get("auditId") in server.leaks:
+            error["message"] = server.leaks.pop(envelope["auditId"])
+
+    engine.cursors.open = strict_open  # type: ignore[method-assign]
+    engine.call = leaky_call  # type: ignore[method-assign]
+    server._guarded_call = remember  # type: ignore[method-assign]
+    _error_rewrite(server, change)
+
+
+@variant("audit-id-per-session", breaks=["EMC-ENV-002", "EMC-ENV-003"], caught_by=["envelope.audit-id"], era="legacy")
+def audit_id_per_session(server: FaultyServer) -> None:
+    """One auditId for every envelope the process sends, not one per call."""
+    fixed = "audit_" + secrets.token_hex(16)
+
+    def rewrite(ctx: Any, params: Any, envelope: dict[str, Any]) -> dict[str, Any]:
+        envelope["auditId"] = fixed
+        return envelope
+
+    server.rewrites.append(rewrite)
+
+
+# -- idempotency -------------------------------------------------------------------------------------------
+
+
+@variant("capture-replay-new-candidate", breaks=["EMC-IDEM-005"],
+         caught_by=["idempotency.capture-replay"], era="modern")
+def capture_replay_new_candidate(server: FaultyServer) -> None:
+    """A repeated capture under the same key and content is stored again as a new candidate."""
+    engine = server.engine
+    reserved = engine._reserved
+
+    def no_capture_replay(db: Any, tool: str, caller: Any, arguments: dict[str, Any]) -> Any:
+        value = reserved(db, tool, caller, arguments)
+        return None if tool == CAPTURE and value is not None else value
+
+    def make(capture: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+        def recapture(caller: Any, args: dict[str, Any], now: Any) -> dict[str, Any]:
+            with engine.store.read() as db:
+                seen = reserved(db, CAPTURE, caller, args) is not None
+            if seen:  # the key is taken, so the store derives a fresh one
+                args = {**args, "idempotency_key": f"{args['idempotency_key']}#{secrets.token_hex(4)}"}
+            return capture(caller, args, now)
+
+        return recapture
+
+    engine._reserved = no_capture_replay  # type: ignore[method-assign]
+    _wrap_operation(server, CAPTURE, make)
+
+
+@variant("reused-key-other-content-replays", breaks=["EMC-IDEM-007"],
+         caught_by=["idempotency.digest-conflict"], era="legacy")
+def reused_key_other_content_replays(server: FaultyServer) -> None:
+    """A key reused for other content, target or tool replays the first result instead of DIGEST_CONFLICT."""
+    engine = server.engine
+    reserved = engine._reserved
+
+    def key_only(db: Any, tool: str, caller: Any, arguments: dict[str, Any]) -> Any:
+        try:
+            return reserved(db, tool, caller, arguments)
+        except Refusal as refusal:
+            if refusal.code != "DIGEST_CONFLICT":
+                raise
+        row = db.execute("SELECT value FROM reservations WHERE tenant = ? AND workspace = ? AND principal = ? "
+                         "AND idempotency_key = ?", (caller.tenant, caller.workspace, caller.principal,
+                                                     arguments["idempotency_key"])).fetchone()
+        return _as_replay(tool, json.loads(row["value"]))
+
+    engine._reserved = key_only  # type: ignore[method-assign]
+
+
+@variant("keys-shared-by-principals", breaks=["EMC-IDEM-004", "EMC-HP-048"],
+         caught_by=["idempotency.per-principal"], era="modern")
+def keys_shared_by_principals(server: FaultyServer) -> None:
+    """Idempotency keys are looked up per scope, not per principal: another principal's key conflicts."""
+    engine = server.engine
+
+    def per_scope(db: Any, tool: str, caller: Any, arguments: dict[str, Any]) -> Any:
+        row = db.execute("SELECT intent, value FROM reservations WHERE tenant = ? AND workspace = ? "
+                         "AND idempotency_key = ? ORDER BY rowid LIMIT 1",
+                         (caller.tenant, caller.workspace, arguments["idempotency_key"])).fetchone()
+        if row is None:
+            return None
+        if row["intent"] != _intent(tool, arguments, caller):
+            raise Refusal("DIGEST_CONFLICT")
+        return _as_replay(tool, json.loads(row["value"]))
+
+    engine._reserved = per_scope  # type: ignore[method-assign]
+
+
+@variant("replay-not-marked", breaks=["EMC-IDEM-006"], caught_by=["idempotency.mutation-replay"], era="legacy")
+def replay_not_marked(server: FaultyServer) -> None:
+    """A replayed admission, withdraw or forget returns the stored result verbatim, replayed still false."""
+    engine = server.engine
+    reserved = engine._reserved
+
+    def verbatim(db: Any, tool: str, caller: Any, arguments: dict[str, Any]) -> Any:
+        value = reserved(db, tool, caller, arguments)
+        return {**value, "replayed": False} if isinstance(value, dict) and "replayed" in value else value
+
+    engine._reserved = verbatim  # type: ignore[method-assign]
+
+
+# -- confirmation gates ---------------------------------------------------------------------------------------
+
+
+@variant("legacy-gate-auto-approves", breaks=["EMC-GATE-001"], caught_by=["gate.refusal", "gate.approval-runs"],
+         era="legacy")
+def legacy_gate_auto_approves(server: FaultyServer) -> None:
+    """In the legacy era the gate approves without sending an elicitation."""
+    confirm = server._confirm
+
+    async def auto(ctx: Any, params: Any, tool: str, binding: Any, arguments: Any, ttl: int) -> Any:
+        if _modern(ctx):
+            return await confirm(ctx, params, tool, binding, arguments, ttl)
+        return time.time()
+
+    server._confirm = auto  # type: ignore[method-assign]
+
+
+@variant("modern-gate-ignores-answer", breaks=["EMC-GATE-001", "EMC-HP-029"], caught_by=["gate.refusal"], era="modern")
+def modern_gate_ignores_answer(server: FaultyServer) -> None:
+    """In the 2026-07-28 era a retry with a valid state is approved whatever the answer says."""
+    confirm = server._confirm
+
+    async def deaf(ctx: Any, params: types.CallToolRequestParams, tool: str, binding: Any, arguments: Any, ttl: int) -> Any:
+        if _modern(ctx) and params.input_responses is not None:
+            params = params.model_copy(update={"input_responses": {CONFIRMATION_INPUT_KEY: APPROVAL}})
+        return await confirm(ctx, params, tool, binding, arguments, ttl)
+
+    server._confirm = deaf  # type: ignore[method-assign]
+
+
+@variant("state-not-bound-to-target", breaks=["EMC-GATE-003", "EMC-HP-027"],
+         caught_by=["gate.state-for-another-operation"], era="modern")
+def state_not_bound_to_target(server: FaultyServer) -> None:
+    """A request state is checked for tool, principal, scope, session and expiry, but not for its target or arguments."""
+    confirm = server._confirm
+
+    async def loose(ctx: Any, params: types.CallToolRequestParams, tool: str, binding: Any, arguments: Any, ttl: int) -> Any:
+        if not (_modern(ctx) and params.request_state is not None):
+            return await confirm(ctx, params, tool, binding, arguments, ttl)
+        try:
+            state = server.sealer.open_state(params.request_state)
+        except StateRejected:
+            return None
+        bound = (state.capability, state.principal, state.tenant, state.workspace, state.session)
+        if time.time() >= state.expires_at or bound != (tool, binding.principal, binding.tenant, binding.workspace,
+                                                        binding.session):
+            return None
+        if not await anyio.to_thread.run_sync(server.engine.consume_state, state.nonce):
+            return None
+        return time.time() if is_approval(_responses(params).get(CONFIRMATION_INPUT_KEY)) else None
+
+    server._confirm = loose  # type: ignore[method-assign]
+
+
+@variant("answer-without-state", breaks=["EMC-HP-026"], caught_by=["gate.forged-state"], era="modern")
+def answer_without_state(server: FaultyServer) -> None:
+    """A 2026-07-28 retry carrying an approving answer but no request_state is approved."""
+    confirm = server._confirm
+
+    async def trusting(ctx: Any, params: types.CallToolRequestParams, tool: str, binding: Any, arguments: Any, ttl: int) -> Any:
+        if _modern(ctx) and params.request_state is None and params.input_responses is not None:
+            return time.time() if is_approval(_responses(params).get(CONFIRMATION_INPUT_KEY)) else None
+        return await confirm(ctx, params, tool, binding, arguments, ttl)
+
+    server._confirm = trusting  # type: ignore[method-assign]
+
+
+@variant("state-reusable", breaks=["EMC-HP-038"], caught_by=["gate.forged-state"], era="modern")
+def state_reusable(server: FaultyServer) -> None:
+    """Request states are never burnt: a declined state can be answered again."""
+    server.engine.consume_state = lambda nonce: True  # type: ignore[method-assign]
+
+
+@variant("state-never-expires", breaks=["EMC-GATE-004"], caught_by=["gate.unanswered"], era="modern")
+def state_never_expires(server: FaultyServer) -> None:
+    """A request state answered after its TTL is still honoured (expiry is judged at the state's issue time)."""
+    confirm = server._confirm
+
+    async def ageless(ctx: Any, params: types.CallToolRequestParams, tool: str, binding: Any, arguments: Any, ttl: int) -> Any:
+        if not (_modern(ctx) and params.request_state is not None):
+            return await confirm(ctx, params, tool, binding, arguments, ttl)
+        try:
+            issued = server.sealer.open_state(params.request_state).issued_at
+        except StateRejected:
+            return None
+        verdict = check_retry(server.sealer, request_state=params.request_state, input_responses=_responses(params),
+                              tool=tool, target=operation_target(tool, arguments), arguments=arguments,
+                              binding=binding, now=issued)
+        if verdict.consume is not None and not await anyio.to_thread.run_sync(server.engine.consume_state, verdict.consume):
+            return None
+        return time.time() if verdict.approved else None
+
+    server._confirm = ageless  # type: ignore[method-assign]
+
+
+@variant("no-elicitation-runs-unconfirmed", breaks=["EMC-GATE-008"],
+         caught_by=["gate.no-confirmation-channel"], era="legacy")
+def no_elicitation_runs_unconfirmed(server: FaultyServer) -> None:
+    """A client that declared no elicitation capability gets its gated calls run without confirmation."""
+    confirm = server._confirm
+
+    async def skip(ctx: Any, params: Any, tool: str, binding: Any, arguments: Any, ttl: int) -> Any:
+        capabilities = ctx.session.client_capabilities
+        declared = capabilities.model_dump(by_alias=True, exclude_none=True) if capabilities is not None else None
+        if not supports_form_elicitation(declared, ctx.protocol_version):
+            return time.time()
+        return await confirm(ctx, params, tool, binding, arguments, ttl)
+
+    server._confirm = skip  # type: ignore[method-assign]
+
+
+# -- lifecycle and visibility ------------------------------------------------------------------------------------
+
+
+@variant("pending-visible-in-search", breaks=["EMC-LIFE-001"], caught_by=["search.only-current"], era="modern")
+def pending_visible_in_search(server: FaultyServer) -> None:
+    """Search also matches pending candidates (indexed at capture, not at admission)."""
+    engine = server.engine
+
+    def make(search: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+        def with_pending(caller: Any, args: dict[str, Any], now: Any) -> dict[str, Any]:
+            value = search(caller, args, now)
+            if "page_cursor" in args:
+                return value
+            wanted = set(search_index.query_tokens(args["query"]))
+            scope = scope_of(caller)
+            with engine.store.read() as db:
+                rows = db.execute("SELECT * FROM candidates WHERE tenant = ? AND workspace = ? AND state = 'pending' "
+                                  "ORDER BY created_cursor", (caller.tenant, caller.workspace)).fetchall()
+            records = list(value["records"])
+            for row in rows:
+                opened = json.loads(engine.cipher.open(Sealed(row["ciphertext"], row["wrapped_key"]), scope=scope,
+                                                       candidate_id=row["candidate_id"]))
+                record = opened["record"]
+                words = set(search_index.query_tokens(" ".join(search_index.field_texts(record))))
+                if wanted & words:
+                    rank = len(records) + 1
+                    records.append({**engine._packet({"body": json.dumps(record)}),
+                                    "score": search_index.fused_score(rank), "rank": rank})
+            if len(records) == len(value["records"]):
+                return value
+            value = {k: v for k, v in value.items() if k != "response_digest"}
+            value["records"] = records
+            value["response_digest"] = profile_digest("search-response", value)
+            return value
+
+        return with_pending
+
+    _wrap_operation(server, SEARCH, make)
+
+
+@variant("get-cache-outlives-forget", breaks=["EMC-FGT-002"], caught_by=["lifecycle.forget"], era="legacy")
+def get_cache_outlives_forget(server: FaultyServer) -> None:
+    """get serves from a read cache that forget does not invalidate."""
+    cache: dict[tuple[str, str, str], dict[str, Any]] = {}
+
+    def make(get: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+        def cached(caller: Any, args: dict[str, Any], now: Any) -> dict[str, Any]:
+            key = (caller.tenant, caller.workspace, args["record_id"])
+            try:
+                value = get(caller, args, now)
+            except Refusal as refusal:
+                if refusal.code == "NOT_FOUND" and key in cache:
+                    return cache[key]
+                raise
+            cache[key] = value
+            return value
+
+        return cached
+
+    _wrap_operation(server, GET, make)
+
+
+@variant("forget-keeps-no-tombstone", breaks=["EMC-ADM-007"],
+         caught_by=["lifecycle.forgotten-content-adjudicated"], era="modern")
+def forget_keeps_no_tombstone(server: FaultyServer) -> None:
+    """Forget drops the tombstone digest, so re-captured forgotten content is accepted silently."""
+    engine = server.engine
+
+    def make(forget: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+        def forgetful(caller: Any, args: dict[str, Any], now: Any) -> dict[str, Any]:
+            value = forget(caller, args, now)
+            with engine.store.write() as db:
+                db.execute("DELETE FROM tombstones WHERE tenant = ? AND workspace = ? AND payload_digest IN "
+                           "(SELECT payload_digest FROM records WHERE tenant = ? AND workspace = ? AND record_id = ?)",
+                           (caller.tenant, caller.workspace, caller.tenant, caller.workspace, args["record_id"]))
+            return value
+
+        return forgetful
+
+    _wrap_operation(server, FORGET, make)
+
+
+@variant("withdraw-accepted-allowed", breaks=["EMC-LIFE-006"], caught_by=["lifecycle.withdraw-accepted"], era="legacy")
+def withdraw_accepted_allowed(server: FaultyServer) -> None:
+    """Withdraw of an accepted candidate succeeds instead of ILLEGAL_TRANSITION."""
+    engine = server.engine
+
+    def make(withdraw: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+        def lenient(caller: Any, args: dict[str, Any], now: Any) -> dict[str, Any]:
+            try:
+                return withdraw(caller, args, now)
+            except Refusal as refusal:
+                if refusal.code != "ILLEGAL_TRANSITION":
+                    raise
+            with engine.store.write() as db:
+                db.execute("UPDATE candidates SET state = 'pending' WHERE tenant = ? AND workspace = ? AND candidate_id = ?",
+                           (caller.tenant, caller.workspace, args["candidate_id"]))
+            return withdraw(caller, args, now)
+
+        return lenient
+
+    _wrap_operation(server, WITHDRAW, make)
+
+
+@variant("search-crosses-scopes", breaks=["EMC-HOST-005"], caught_by=["lifecycle.tenant-isolation"], era="modern")
+def search_crosses_scopes(server: FaultyServer) -> None:
+    """Search ranks the records of every scope in the store, not only the bound one."""
+    engine = server.engine
+    ranked = engine._ranked
+
+    def everywhere(db: Any, scope: Scope, query: str, valid_as_of: int) -> list[Any]:
+        scopes = [scope] + [Scope(r["tenant"], r["workspace"]) for r in db.execute(
+            "SELECT DISTINCT tenant, workspace FROM records") if Scope(r["tenant"], r["workspace"]) != scope]
+        return [row for s in scopes for row in ranked(db, s, query, valid_as_of)]
+
+    engine._ranked = everywhere  # type: ignore[method-assign]
+
+
+@variant("secret-scan-off", breaks=["EMC-SEC-002"], caught_by=["secrets.never-admitted"], era="legacy", expect="WARN")
+def secret_scan_off(server: FaultyServer) -> None:
+    """Scopes configured to scan for secrets admit everything."""
+    engine = server.engine
+    policy_for = engine.policy_for
+
+    def lax(scope: Scope) -> Any:
+        policy = policy_for(scope)
+        return dataclasses.replace(policy, admission=AcceptAll()) if isinstance(policy.admission, SecretScan) else policy
+
+    engine.policy_for = lax
+
+
+@variant("retain-without-permission", breaks=["EMC-RET-003"], caught_by=["lifecycle.retain-permission"], era="modern")
+def retain_without_permission(server: FaultyServer) -> None:
+    """derivative_rule retain is accepted in every scope, whatever the host allows."""
+    engine = server.engine
+    policy_for = engine.policy_for
+    engine.policy_for = lambda scope: dataclasses.replace(policy_for(scope), allow_retain=True)
+
+
+# -- search ------------------------------------------------------------------------------------------------------
+
+
+@variant("semantic-falls-back-to-lexical", breaks=["EMC-SRCH-008"],
+         caught_by=["search.semantic-unavailable"], era="legacy")
+def semantic_falls_back_to_lexical(server: FaultyServer) -> None:
+    """lexical_and_semantic is answered with the lexical ranking when no semantic channel exists."""
+
+    def make(search: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+        def fallback(caller: Any, args: dict[str, Any], now: Any) -> dict[str, Any]:
+            policy = args.get("capability_policy")
+            if isinstance(policy, dict) and policy.get("minimum_channels") == "lexical_and_semantic":
+                args = {**args, "capability_policy": {**policy, "minimum_channels": "lexical"}}
+            return search(caller, args, now)
+
+        return fallback
+
+    _wrap_operation(server, SEARCH, make)
+
+
+@variant("bad-cursor-restarts", breaks=["EMC-SRCH-010", "EMC-HP-050"], caught_by=["search.stale-cursor"], era="modern")
+def bad_cursor_restarts(server: FaultyServer) -> None:
+    """A page cursor that does not open is read as offset 0: the first page again."""
+    engine = server.engine
+
+    def make(search: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+        def restart(caller: Any, args: dict[str, Any], now: Any) -> dict[str, Any]:
+            if "page_cursor" in args and engine.cursors.open(args["page_cursor"]) is None:
+                args = {k: v for k, v in args.items() if k != "page_cursor"}
+            return search(caller, args, now)
+
+        return restart
+
+    _wrap_operation(server, SEARCH, make)
+
+
+@variant("packet-budget-ignored", breaks=["EMC-SRCH-005"], caught_by=["search.packet-budget"], era="legacy")
+def packet_budget_ignored(server: FaultyServer) -> None:
+    """Search packs pages against the largest budget, whatever max_packet_bytes asked for."""
+
+    def make(search: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+        return lambda caller, args, now: search(caller, {**args, "max_packet_bytes": BUDGET_MAX}, now)
+
+    _wrap_operation(server, SEARCH, make)
+
+
+@variant("limit-ignored", breaks=["EMC-SRCH-003"], caught_by=["search.limit"], era="modern")
+def limit_ignored(server: FaultyServer) -> None:
+    """Search fills every page up to the largest limit, whatever limit asked for."""
+
+    def make(search: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+        return lambda caller, args, now: search(caller, {**args, "limit": LIMIT_MAX}, now)
+
+    _wrap_operation(server, SEARCH, make)
+
+
+# -- binding, discovery and the order of checks ----------------------------------------------------------------------
+
+
+@variant("purpose-mismatch-tolerated", breaks=["EMC-HOST-008"], caught_by=["binding.purpose-mismatch"], era="legacy")
+def purpose_mismatch_tolerated(server: FaultyServer) -> None:
+    """The purpose_ref in the arguments is trusted over the host-bound one."""
+    guarded = server._guarded_call
+
+    async def trusting(ctx: Any, params: types.CallToolRequestParams, tool: str, binding: Any, audit_id: str) -> Any:
+        claimed = _claimed_purpose(tool, params.arguments)
+        if isinstance(claimed, str):
+            binding = dataclasses.replace(binding, purpose_ref=claimed)
+        return await guarded(ctx, params, tool, binding, audit_id)
+
+    server._guarded_call = trusting  # type: ignore[method-assign]
+
+
+@variant("purpose-before-arguments", breaks=["EMC-HP-022"], caught_by=["wiring.order-of-checks"], era="modern")
+def purpose_before_arguments(server: FaultyServer) -> None:
+    """The purpose is compared before the arguments are validated."""
+    guarded = server._guarded_call
+
+    async def early(ctx: Any, params: types.CallToolRequestParams, tool: str, binding: Any, audit_id: str) -> Any:
+        claimed = _claimed_purpose(tool, params.arguments)
+        if isinstance(claimed, str) and claimed != binding.purpose_ref:
+            raise _protocol_error(_UNTRUSTED)
+        return await guarded(ctx, params, tool, binding, audit_id)
+
+    server._guarded_call = early  # type: ignore[method-assign]
+
+
+@variant("maintenance-tool-listed", breaks=["EMC-DISC-001"], caught_by=["discovery.no-maintenance-tool"], era="legacy")
+def maintenance_tool_listed(server: FaultyServer) -> None:
+    """tools/list also advertises an engram_memory_admin tool to every bound principal."""
+    admin = types.Tool(name="engram_memory_admin", description="Backup, restore and key rotation.",
+                       input_schema={"type": "object", "properties": {"operation": {"enum": ["backup", "restore"]}},
+                                     "required": ["operation"], "additionalProperties": False})
+
+    def rewrite(ctx: Any, result: types.ListToolsResult) -> types.ListToolsResult:
+        return result.model_copy(update={"tools": [*result.tools, admin]}) if result.tools else result
+
+    server.list_rewrites.append(rewrite)
+
+
+@variant("input-schema-open", breaks=["EMC-HOST-002"], caught_by=["discovery.input-schemas"], era="modern")
+def input_schema_open(server: FaultyServer) -> None:
+    """Advertised input schemas lose additionalProperties: false at the top (validation stays closed)."""
+    for name, tool in list(server.tools.items()):
+        schema = {k: v for k, v in tool.input_schema.items() if k != "additionalProperties"}
+        server.tools[name] = tool.model_copy(update={"input_schema": schema})
+
+
+@variant("unknown-tool-is-result", breaks=["EMC-DISC-003"], caught_by=["discovery.unknown-tool"], era="legacy")
+def unknown_tool_is_result(server: FaultyServer) -> None:
+    """A tool name the contract does not define is answered with an isError result, not -32602."""
+
+    async def intercept(ctx: ServerRequestContext, params: types.CallToolRequestParams) -> Any:
+        if params.name in CONTRACT.tools or server._trusted_binding(ctx) is None:
+            return None
+        return types.CallToolResult(content=[types.TextContent(type="text", text=f"Unknown tool: {params.name}")],
+                                    is_error=True)
+
+    server.intercept = intercept
+
+
+@variant("unbound-list-shows-all", breaks=["EMC-HP-013"], caught_by=["wiring.unbound-list-is-empty"], era="modern")
+def unbound_list_shows_all(server: FaultyServer) -> None:
+    """tools/list without a binding lists all six tools."""
+
+    def rewrite(ctx: ServerRequestContext, result: types.ListToolsResult) -> types.ListToolsResult:
+        if HOST_BINDING_META_KEY not in (ctx.meta or {}):
+            return result.model_copy(update={"tools": [server.tools[name] for name in CONTRACT.tools]})
+        return result
+
+    server.list_rewrites.append(rewrite)
+
+
+@variant("binding-signature-unchecked", breaks=["EMC-HOST-011"], caught_by=["binding.untrusted-call"], era="legacy")
+def binding_signature_unchecked(server: FaultyServer) -> None:
+    """The binding's signature is never verified; header, kid, audience and times still are."""
+    private, public = generate_host_key()
+    binding = server._binding
+
+    def unverified(ctx: ServerRequestContext) -> Any:
+        token = (ctx.meta or {}).get(HOST_BINDING_META_KEY)
+        try:
+            header = jwt.get_unverified_header(token)
+            claims = jwt.decode(token, options={"verify_signature": False, "verify_exp": False, "verify_nbf": False,
+                                                "verify_iat": False, "verify_aud": False, "verify_iss": False})
+        except Exception:  # noqa: BLE001 - anything unreadable goes the reference's way
+            return binding(ctx)
+        if header.get("alg") != "EdDSA" or header.get("kid") not in server.config.trusted_keys:
+            return binding(ctx)
+        # Re-signed here, so that every other check of the binding runs unchanged.
+        resigned = jwt.encode(claims, private, algorithm="EdDSA", headers={k: v for k, v in header.items() if k != "alg"})
+        try:
+            return verify_binding(resigned, {header["kid"]: public}, audience=server.config.audience)
+        except BindingRejected:
+            raise _protocol_error(_UNTRUSTED) from None
+
+    server._binding = unverified  # type: ignore[method-assign]
+
+
+# -- running the harness against a variant ------------------------------------------------------------------------------
+
+
+@dataclass
+class Judgement:
+    """What one conformance run concluded about a variant (or about the plain reference)."""
+
+    name: str
+    exit_code: int | None
+    seconds: float
+    statuses: dict[str, set[str]] = field(default_factory=dict)  # check id -> statuses over eras and params
+    requirements: dict[str, str] = field(default_factory=dict)  # requirement id -> footer verdict
+    problem: str = ""  # why the run could not be judged (timeout, no report)
+    output: str = ""
+
+    def flagged(self, check_id: str, status: str = "FAIL") -> bool:
+        return status in self.statuses.get(check_id, set())
+
+    @property
+    def errors(self) -> list[str]:
+        return sorted(c for c, s in self.statuses.items() if "ERROR" in s)
+
+    @property
+    def failing_checks(self) -> list[str]:
+        return sorted(c for c, s in self.statuses.items() if "FAIL" in s)
+
+    def caught(self, variant: Variant) -> list[str]:
+        return [c for c in variant.caught_by if self.flagged(c, variant.expect)]
+
+    def verdict(self, variant: Variant) -> str:
+        """KILLED when the run judges the variant as the catalog says; otherwise why not."""
+        if self.problem:
+            return f"NOT JUDGED: {self.problem}"
+        wrong = []
+        expected_exit = 1 if variant.expect == "FAIL" else 0
+        if self.exit_code != expected_exit:
+            wrong.append(f"exit code {self.exit_code}, not {expected_exit}")
+        if not self.caught(variant):
+            seen = {c: sorted(self.statuses.get(c, {"NOT RUN"})) for c in variant.caught_by}
+            wrong.append(f"no {variant.expect} from {', '.join(variant.caught_by)} ({seen})")
+        unjudged = [r for r in variant.breaks if self.requirements.get(r) != variant.expect]
+        if unjudged:
+            wrong.append(f"requirements not judged {variant.expect}: "
+                         + ", ".join(f"{r}={self.requirements.get(r)}" for r in unjudged))
+        if self.errors:
+            wrong.append("ERROR in " + ", ".join(self.errors))
+        return "KILLED" if not wrong else "SURVIVED: " + "; ".join(wrong)
+
+
+def command(target: str, profile: Path, select: tuple[str, ...] | list[str], report_dir: Path, *, era: str = "both",
+            call_timeout: float = 10.0) -> list[str]:
+    conformance = Path(sys.executable).with_name("conformance")
+    program = [str(conformance)] if conformance.exists() else [sys.executable, "-m", "engram_mcp.conformance._cli"]
+    line = [*program, "--target", target, "--profile", str(profile), "--report-dir", str(report_dir),
+            "--era", era, "--call-timeout", str(call_timeout)]
+    for prefix in select:
+        line += ["--select", prefix]
+    return line
+
+
+def variant_target(name: str, config: Path) -> str:
+    return "stdio:" + shlex.join([sys.executable, str(Path(__file__).resolve()), name, "--config", str(config)])
+
+
+def reference_target(config: Path) -> str:
+    return "stdio:" + shlex.join([sys.executable, "-m", "engram_mcp.reference._cli", "serve", "--config", str(config)])
+
+
+def fresh_copy(template: Path, workdir: Path) -> Path:
+    """A private copy of an initialised configuration folder (keys, profile, no store yet)."""
+    copy_dir = workdir / "config"
+    shutil.copytree(template, copy_dir, ignore=shutil.ignore_patterns("store"))
+    return copy_dir
+
+
+def read_report(report: Path) -> tuple[int | None, dict[str, set[str]], dict[str, str]]:
+    statuses: dict[str, set[str]] = {}
+    requirements: dict[str, str] = {}
+    exit_code = None
+    for line in report.read_text(encoding="utf-8").splitlines():
+        entry = json.loads(line)
+        if entry["type"] == "check":
+            statuses.setdefault(entry["check"], set()).add(entry["status"])
+        elif entry["type"] == "footer":
+            exit_code = entry["exit_code"]
+            requirements = {rid: v["verdict"] for rid, v in entry["requirements"].items()}
+    return exit_code, statuses, requirements
+
+
+def run(name: str, target: str, profile: Path, select: tuple[str, ...] | list[str], workdir: Path, *,
+        era: str = "both", timeout: float = 240.0) -> Judgement:
+    """One conformance run as a subprocess, judged from its report.jsonl."""
+    report_dir = workdir / "report"
+    started = time.monotonic()
+    # A session of its own, so that a run that overstays is ended with the servers it started, and nothing else.
+    process = subprocess.Popen(command(target, profile, select, report_dir, era=era), stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, cwd=workdir, start_new_session=True)
+    try:
+        output, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        output, _ = process.communicate()
+        return Judgement(name, None, time.monotonic() - started, problem=f"the run took over {timeout:.0f} s",
+                         output=output[-3000:])
+    seconds = time.monotonic() - started
+    report = report_dir / "report.jsonl"
+    if not report.exists():
+        return Judgement(name, process.returncode, seconds, problem=f"no report (exit {process.returncode})",
+                         output=output[-3000:])
+    exit_code, statuses, requirements = read_report(report)
+    if exit_code != process.returncode:
+        return Judgement(name, process.returncode, seconds, statuses, requirements, output=output[-3000:],
+                         problem=f"the report says exit {exit_code}, the process exited {process.returncode}")
+    return Judgement(name, exit_code, seconds, statuses, requirements, output=output[-3000:])
+
+
+def run_variant(item: Variant, template: Path, workdir: Path, *, timeout: float = 240.0) -> Judgement:
+    config = fresh_copy(template, workdir)
+    return run(item.name, variant_target(item.name, config / "server.toml"), config / "conformance-profile.toml",
+               item.select, workdir, era=item.era, timeout=timeout)
+
+
+def run_control(selections: list[str], template: Path, workdir: Path, *, timeout: float = 240.0) -> Judgement:
+    """The unmodified reference, over the union of every variant's selections."""
+    config = fresh_copy(template, workdir)
+    return run("reference (control)", reference_target(config / "server.toml"), config / "conformance-profile.toml",
+               selections, workdir, timeout=timeout)
+
+
+def all_selections() -> list[str]:
+    return sorted({prefix for item in VARIANTS.values() for prefix in item.select})
+
+
+def table(items: list[Variant], judged: dict[str, Judgement]) -> Iterator[str]:
+    """The kill-rate table, one line per variant, and the rate."""
+    rows = [("variant", "breaks", "caught by", "status")]
+    for item in items:
+        result = judged.get(item.name)
+        caught = ", ".join(result.caught(item)) if result else ""
+        status = result.verdict(item) if result else "NOT RUN"
+        if item.gap:
+            status += " (known gap)"
+        if status == "KILLED" and item.expect != "FAIL":
+            status += f" ({item.expect})"
+        rows.append((item.name, ", ".join(item.breaks), caught or "-", status.split(": ")[0]))
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    for row in rows:
+        yield " | ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True)) + " | " + row[3]
+    killed = sum(1 for item in items if item.name in judged and judged[item.name].verdict(item) == "KILLED")
+    yield f"kill rate: {killed}/{len(items)} ({100 * killed / max(1, len(items)):.0f}%)"
+
+
+# -- command line ---------------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Serve a faulty variant of the reference server over stdio.")
+    parser.add_argument("variant", nargs="?", help="a variant name (see --list); 'none' serves the wrapper without a fault")
+    parser.add_argument("--config", type=Path, help="the server.toml of an engram-reference init")
+    parser.add_argument("--list", action="store_true", help="print the catalog as JSON lines")
+    args = parser.parse_args(argv)
+    if args.list:
+        for item in VARIANTS.values():
+            print(json.dumps({"name": item.name, "breaks": item.breaks, "caught_by": item.caught_by,
+                              "select": item.select, "era": item.era, "expect": item.expect,
+                              "summary": item.summary, "gap": item.gap}))
+        return 0
+    if args.variant is None or args.config is None or (args.variant != "none" and args.variant not in VARIANTS):
+        parser.error("give a variant from --list (or 'none') and --config")
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format=f"faulty[{args.variant}]: %(message)s")
+    server = FaultyServer(load_config(args.config))
+    if args.variant != "none":
+        VARIANTS[args.variant].apply(server)
+    try:
+        serve_stdio(server)
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

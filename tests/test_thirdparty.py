@@ -1,0 +1,515 @@
+"""The harness against servers nobody here wrote, and the reference server against the wider MCP ecosystem.
+
+- ``conformance`` is run, as a user runs it, against two published MCP servers
+  (``@modelcontextprotocol/server-memory`` and ``server-everything``) and
+  against a naive server built in an afternoon on the SDK's high-level
+  MCPServer (tests/thirdparty/naive_server.py). Each run must end with a clear
+  verdict, no traceback and no hang, and the report must say why each check
+  did not apply, or name the real defects;
+- the official MCP conformance suite (``@modelcontextprotocol/conformance``)
+  is run against the reference server over streamable HTTP, through a proxy
+  that adds the host bearer token (tests/thirdparty/bearer_proxy.py);
+- the MCP Inspector's command line (``@modelcontextprotocol/inspector-cli``)
+  lists and calls the reference server's tools over stdio and HTTP.
+
+The npm packages are pinned in tests/thirdparty/package.json. Install them
+with ``npm ci --prefix tests/thirdparty``; without them the tests that need
+them are skipped and say so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+import tomllib
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engram_mcp.contract import load
+from engram_mcp.contract.binding import HOST_BINDING_META_KEY, load_private_key, mint_binding
+
+ROOT = Path(__file__).resolve().parents[1]
+THIRDPARTY = ROOT / "tests" / "thirdparty"
+NODE_MODULES = THIRDPARTY / "node_modules"
+SCOPED = NODE_MODULES / "@modelcontextprotocol"
+NAIVE_SERVER = THIRDPARTY / "naive_server.py"
+BEARER_PROXY = THIRDPARTY / "bearer_proxy.py"
+TOOLS = tuple(load().tools)
+BIN = Path(sys.executable).parent
+
+
+def _script(name: str, module: str) -> list[str]:
+    """The installed command next to this interpreter; ``python -m`` where it was not installed."""
+    path = BIN / name
+    return [str(path)] if path.exists() else [sys.executable, "-m", module]
+
+
+CONFORMANCE = _script("conformance", "engram_mcp.conformance._cli")
+ENGRAM = _script("engram-reference", "engram_mcp.reference._cli")
+TRACEBACK = "Traceback (most recent call last)"
+
+# Seconds. A run that takes longer has hung; the usual run takes a fraction of this.
+HARNESS_TIMEOUT = {"server-memory": 90, "server-everything": 90, "naive": 180}
+NODE_TIMEOUT = 60
+START_TIMEOUT = 30
+
+
+def _node_missing() -> str | None:
+    try:
+        subprocess.run(["node", "--version"], capture_output=True, timeout=30, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return "Node.js is not installed (node is needed for the third-party MCP packages)"
+    if not (SCOPED / "conformance" / "package.json").exists():
+        return "tests/thirdparty/node_modules is missing: run `npm ci --prefix tests/thirdparty`"
+    return None
+
+
+needs_node = pytest.mark.skipif(_node_missing() is not None, reason=_node_missing() or "")
+
+
+# -- processes -----------------------------------------------------------------
+
+
+def _stop(process: subprocess.Popen[Any]) -> None:
+    """End a process started in a session of its own, and everything it started."""
+    if process.poll() is None:
+        try:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(timeout=10)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            process.wait(timeout=10)
+
+
+def _run(command: list[str], *, timeout: float, cwd: Path | None = None) -> tuple[int, str, str, float]:
+    """Run a command to its end; a hang fails the test and leaves nothing running."""
+    started = time.monotonic()
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                               text=True, cwd=cwd, start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _stop(process)
+        pytest.fail(f"{shlex.join(command)[:300]} did not finish within {timeout} s: it hung")
+    return process.returncode, stdout, stderr, time.monotonic() - started
+
+
+def _port_pair() -> int:
+    """A port free on both 127.0.0.1 and 127.0.0.2 (see bearer_proxy.py for why the same number twice)."""
+    for _ in range(100):
+        with socket.socket() as first:
+            first.bind(("127.0.0.1", 0))
+            port = first.getsockname()[1]
+            with socket.socket() as second:
+                try:
+                    second.bind(("127.0.0.2", port))
+                except OSError:
+                    continue
+        return port
+    raise RuntimeError("no port is free on both 127.0.0.1 and 127.0.0.2")
+
+
+def _wait_for(address: tuple[str, int], process: subprocess.Popen[Any], what: str) -> None:
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"{what} exited with {process.returncode} before listening on {address[0]}:{address[1]}")
+        try:
+            with socket.create_connection(address, timeout=1):
+                return
+        except OSError:
+            time.sleep(0.1)
+    _stop(process)
+    pytest.fail(f"{what} did not listen on {address[0]}:{address[1]} within {START_TIMEOUT} s")
+
+
+# -- the reference configuration and its host ------------------------------------
+
+
+@dataclass
+class ReferenceDir:
+    path: Path
+
+    @property
+    def config(self) -> Path:
+        return self.path / "server.toml"
+
+    @property
+    def profile(self) -> Path:
+        return self.path / "conformance-profile.toml"
+
+    @property
+    def bearer(self) -> str:
+        return (self.path / "keys" / "http-bearer.txt").read_text(encoding="utf-8").strip()
+
+    def binding(self, tenant: str = "acme", workspace: str = "research", principal: str = "agent-full") -> str:
+        """A host binding as the profile's test host mints it (spec/host-profile.md §1)."""
+        profile = tomllib.loads(self.profile.read_text(encoding="utf-8"))
+        key = load_private_key((self.path / profile["binding"]["private_key_file"]).read_bytes())
+        return mint_binding(key, profile["binding"]["kid"], audience=profile["target"]["audience"],
+                            issuer=profile["binding"]["issuer"], tenant=tenant, workspace=workspace,
+                            principal=principal, agent_id="inspector", session="inspector",
+                            purpose_ref=profile["binding"]["purpose_ref"], lifetime=60)
+
+    @property
+    def purpose(self) -> str:
+        return tomllib.loads(self.profile.read_text(encoding="utf-8"))["binding"]["purpose_ref"]
+
+
+def _init(path: Path) -> ReferenceDir:
+    code, _, stderr, _ = _run([*ENGRAM, "init", str(path)], timeout=60)
+    assert code == 0, stderr
+    return ReferenceDir(path)
+
+
+@pytest.fixture(scope="module")
+def reference_dir(tmp_path_factory: pytest.TempPathFactory) -> ReferenceDir:
+    return _init(tmp_path_factory.mktemp("thirdparty-reference"))
+
+
+# -- harness runs --------------------------------------------------------------
+
+
+@dataclass
+class HarnessRun:
+    target: str
+    code: int
+    stdout: str
+    stderr: str
+    elapsed: float
+    header: dict[str, Any]
+    checks: list[dict[str, Any]]
+    footer: dict[str, Any]
+
+    def results(self, check: str, era: str | None = None) -> list[dict[str, Any]]:
+        return [r for r in self.checks if r["check"] == check and (era is None or r["era"] == era)]
+
+    def statuses(self, check: str, era: str | None = None) -> Counter[str]:
+        return Counter(r["status"] for r in self.results(check, era))
+
+    def failed(self) -> set[str]:
+        return {r["check"] for r in self.checks if r["status"] == "FAIL"}
+
+
+def _harness(target: str, profile: Path, report_dir: Path, timeout: float, *options: str) -> HarnessRun:
+    command = [*CONFORMANCE, "--target", target, "--profile", str(profile), "--report-dir", str(report_dir), *options]
+    code, stdout, stderr, elapsed = _run(command, timeout=timeout)
+    report = report_dir / "report.jsonl"
+    assert report.exists(), f"no report.jsonl (exit {code}); stderr: {stderr[-2000:]}"
+    lines = [json.loads(line) for line in report.read_text(encoding="utf-8").splitlines()]
+    header = next(x for x in lines if x["type"] == "header")
+    footer = next(x for x in lines if x["type"] == "footer")
+    checks = [x for x in lines if x["type"] == "check"]
+    return HarnessRun(target, code, stdout, stderr, elapsed, header, checks, footer)
+
+
+@pytest.fixture(scope="module")
+def run_of(reference_dir: ReferenceDir, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The run against a target, once per module and shared by its tests (a run takes seconds to a minute)."""
+    runs: dict[str, HarnessRun] = {}
+
+    def run(name: str) -> HarnessRun:
+        if name not in runs:
+            tmp = tmp_path_factory.mktemp(name)
+            if name == "naive":
+                target = "stdio:" + shlex.join([sys.executable, str(NAIVE_SERVER)])
+            else:
+                # server-memory keeps its graph in a file beside its script unless told otherwise.
+                command = ["env", f"MEMORY_FILE_PATH={tmp / 'memory.jsonl'}", "node", str(SCOPED / name / "dist" / "index.js")]
+                target = "stdio:" + shlex.join(command + (["stdio"] if name == "server-everything" else []))
+            # Fewer generated cases than the default: the naive server's defects show in the first few.
+            options = ("--examples", "5") if name == "naive" else ()
+            runs[name] = _harness(target, reference_dir.profile, tmp / "report", HARNESS_TIMEOUT[name], *options)
+            print(f"\n{name}: exit {runs[name].code} in {runs[name].elapsed:.1f} s; "
+                  + ", ".join(f"{k} {v}" for k, v in sorted(runs[name].footer["counts"].items())))
+        return runs[name]
+
+    return run
+
+
+def _assert_clean_verdict(run: HarnessRun) -> None:
+    """Exit 1 with the summary a user reads, no traceback, no harness error, and no hang."""
+    output = run.stdout + run.stderr
+    assert run.code == 1, f"{run.target}: exit {run.code}, not 1 (a MUST failed)\n{output[-3000:]}"
+    assert TRACEBACK not in output, f"{run.target}: a Python traceback was printed\n{output[-3000:]}"
+    assert "VERDICT: not conformant (a MUST failed)" in run.stdout
+    assert re.search(r"^checks: .*FAIL \d+", run.stdout, re.M), "the summary has no checks line"
+    assert re.search(r"^MUST requirements: \d+ passed, \d+ failed", run.stdout, re.M)
+    assert re.search(r"^  FAIL EMC-", run.stdout, re.M), "the summary names no failed requirement"
+    assert run.footer["exit_code"] == 1
+    errors = [(r["check"], r["message"]) for r in run.checks if r["status"] == "ERROR"]
+    assert not errors, f"harness errors against {run.target}: {errors[:5]}"
+    silent = [(r["check"], r["era"]) for r in run.checks if r["status"] in ("SKIP", "BLOCKED") and not r["message"]]
+    assert not silent, f"checks skipped or blocked without a reason: {silent[:5]}"
+
+
+# -- published servers: no engram tool, legacy era only ------------------------------
+
+# What a server that is not an Engram memory server at all can fail, and why each is right:
+# all of them judge tools/list or an unknown tool, which every MCP server answers.
+NOT_ENGRAM_FAILS = {
+    "discovery.granted-tools": "the profile grants the six contract tools; the target lists others",
+    "discovery.no-maintenance-tool": "tools beyond the contract's six are advertised",
+    "discovery.opted-out-sees-nothing": "a tenant that is not opted in still discovers tools",
+    "discovery.unknown-tool": "an unknown tool is an isError result, not JSON-RPC -32602",
+    "binding.tools-list-untrusted": "tools/list with a garbage binding is served, not refused with -32603",
+    "wiring.unbound-list-is-empty": "tools/list without any binding lists tools",
+    "wiring.order-of-checks": "an unknown tool without a binding is judged as unknown before the binding",
+}
+# Checks that need a contract tool: against a target that offers none, every one must SKIP or BLOCK.
+TOOL_FAMILIES = ("arguments.", "envelope.", "gate.", "idempotency.", "lifecycle.", "not-found.", "search.",
+                 "secrets.", "binding.untrusted-call", "binding.purpose-mismatch", "wiring.binding-",
+                 "wiring.refusal-says-nothing", "wiring.state-ignored-when-ungated", "wiring.ids-derive-upstream",
+                 "wiring.digests-recompute")
+MISSING_TOOL = re.compile(r"the target does not offer (engram_memory_\w+) to ")
+OTHER_REASONS = re.compile(r"exists only in the 2026-07-28 era|has no argument this family applies to"
+                           r"|cannot be sent through an MCP SDK session")
+
+
+@needs_node
+@pytest.mark.parametrize("name", ["server-memory", "server-everything"])
+def test_a_published_server_is_judged_cleanly(run_of: Any, name: str) -> None:
+    run = run_of(name)
+    _assert_clean_verdict(run)
+    # The modern era: these servers refuse server/discover, so its checks are SKIPPED with that reason.
+    assert "server/discover" in run.header["unsupported_eras"].get("modern", ""), run.header["unsupported_eras"]
+    assert "era modern not spoken by the target" in run.stdout
+    modern = [r for r in run.checks if r["era"] == "modern"]
+    assert modern and all(r["status"] == "SKIP" and "does not speak the modern era" in r["message"] for r in modern)
+    # What failed is what any MCP server can be judged on, and nothing else.
+    unexpected = run.failed() - set(NOT_ENGRAM_FAILS)
+    assert not unexpected, f"FAIL on checks that need a contract tool the target does not offer: {sorted(unexpected)}"
+    assert {"discovery.unknown-tool", "discovery.no-maintenance-tool", "wiring.unbound-list-is-empty"} <= run.failed()
+    # Every check that needs a contract tool ends SKIP (or BLOCKED) and says which tool is missing.
+    named: set[str] = set()
+    for result in (r for r in run.checks if r["era"] == "legacy" and r["check"].startswith(TOOL_FAMILIES)):
+        assert result["status"] in ("SKIP", "BLOCKED"), (result["check"], result["status"], result["message"])
+        missing = MISSING_TOOL.search(result["message"])
+        assert missing or OTHER_REASONS.search(result["message"]), (result["check"], result["message"])
+        if missing:
+            named.add(missing.group(1))
+    assert named == set(TOOLS), f"the skip reasons name {sorted(named)}, not every contract tool"
+    untrusted = run.results("binding.untrusted-call", "legacy")
+    assert untrusted and all(r["status"] == "SKIP" and "engram_memory_search" in r["message"] for r in untrusted)
+
+
+# -- the naive MCPServer: the contract's tools, none of its rules ------------------------
+
+# check id -> (the defect, a fragment of the failure message or None)
+NAIVE_DEFECTS = {
+    "discovery.input-schemas": ("advertised input schemas are derived from signatures, not closed", "inputSchema differs"),
+    "discovery.output-schemas": ("advertised output schemas are not the contract envelope", "outputSchema differs"),
+    "discovery.unknown-tool": ("an unknown tool is an isError result, not -32602", "expected a JSON-RPC error"),
+    "envelope.structured-content": ("failures carry no structuredContent envelope", None),
+    "envelope.failure-shape": ("errors are free text, not the constant error envelope", None),
+    "envelope.success-shape": ("results are plain dicts, not {ok, output, auditId, redactionClass}", None),
+    "arguments.host-owned-fields": ("extra fields (host-owned names) are silently ignored", "expected INVALID_SCHEMA"),
+    "binding.untrusted-call": ("the host binding is never checked", "binding was served"),
+    "binding.purpose-mismatch": ("the purpose is not compared with the bound one", "purpose mismatch was served"),
+    "wiring.binding-header": ("a binding with key material in its header is served", None),
+}
+
+
+def test_the_naive_server_is_reported_with_its_real_defects(run_of: Any) -> None:
+    run = run_of("naive")
+    _assert_clean_verdict(run)
+    assert run.header["unsupported_eras"] == {}, "the SDK's MCPServer speaks both eras"
+    for check, (defect, fragment) in NAIVE_DEFECTS.items():
+        for era in ("legacy", "modern"):
+            failures = [r for r in run.results(check, era) if r["status"] == "FAIL"]
+            assert failures, f"{check} ({defect}) did not FAIL in the {era} era: {dict(run.statuses(check, era))}"
+            if fragment:
+                assert any(fragment in r["message"] for r in failures), (check, era, failures[0]["message"])
+    # Every forged binding is served, in both eras.
+    assert set(run.statuses("binding.untrusted-call", "legacy")) == set(run.statuses("binding.untrusted-call", "modern")) == {"FAIL"}
+
+
+# -- the official MCP conformance suite against the reference over HTTP -----------------
+
+# Scenarios of `conformance list --server` (0.1.11) that a tools-only memory server can pass, and what each shows.
+APPLICABLE = {
+    "server-initialize": "the initialize handshake over streamable HTTP",
+    "ping": "ping answers {} with no binding (EMC-HP-015)",
+    "tools-list": "tools/list is well formed; with no binding it is empty by design (EMC-HP-013)",
+    "dns-rebinding-protection": "a foreign Host/Origin gets 4xx, a loopback one 2xx",
+    "server-sse-multiple-streams": "concurrent POST requests in one session each get a working stream",
+}
+# The others, each with the reason it does not apply to the reference server.
+NOT_APPLICABLE = {
+    "logging-set-level": "the reference declares no logging capability (its logs go to the host's stderr, not the agent)",
+    "completion-complete": "needs a prompt with argument completion; the reference offers tools only",
+    "tools-call-simple-text": "calls the suite's fixture tool test_simple_text; a memory server has only the six contract tools",
+    "tools-call-image": "calls the suite's fixture tool test_image_content",
+    "tools-call-audio": "calls the suite's fixture tool test_audio_content",
+    "tools-call-embedded-resource": "calls the suite's fixture tool test_embedded_resource",
+    "tools-call-mixed-content": "calls the suite's fixture tool test_multiple_content_types",
+    "tools-call-with-logging": "calls the suite's fixture tool test_tool_with_logging",
+    "tools-call-error": "calls the suite's fixture tool test_error_handling",
+    "tools-call-with-progress": "calls the suite's fixture tool test_tool_with_progress",
+    "tools-call-sampling": "calls the suite's fixture tool test_sampling",
+    "tools-call-elicitation": "calls the suite's fixture tool test_elicitation",
+    "json-schema-2020-12": "inspects the suite's fixture tool json_schema_2020_12_tool",
+    "elicitation-sep1034-defaults": "calls the suite's fixture tool test_elicitation_sep1034_defaults",
+    "elicitation-sep1330-enums": "calls the suite's fixture tool test_elicitation_sep1330_enums",
+    "server-sse-polling": "calls the fixture tool test_reconnection and probes stream resumption (event ids, retry), "
+                          "which needs an event store the reference does not keep; only SHOULD warnings can result",
+    "resources-list": "the reference offers no resources",
+    "resources-read-text": "reads the fixture resource test://static-text; the reference offers no resources",
+    "resources-read-binary": "reads the fixture resource test://static-binary; the reference offers no resources",
+    "resources-templates-read": "reads the fixture template test://template/{id}/data; the reference offers no resources",
+    "resources-subscribe": "subscribes to a fixture resource; the reference offers no resources",
+    "resources-unsubscribe": "unsubscribes from a fixture resource; the reference offers no resources",
+    "prompts-list": "the reference offers no prompts",
+    "prompts-get-simple": "gets the fixture prompt test_simple_prompt; the reference offers no prompts",
+    "prompts-get-with-args": "gets the fixture prompt test_prompt_with_arguments; the reference offers no prompts",
+    "prompts-get-embedded-resource": "gets the fixture prompt test_prompt_with_embedded_resource; no prompts here",
+    "prompts-get-with-image": "gets the fixture prompt test_prompt_with_image; the reference offers no prompts",
+}
+OFFICIAL = SCOPED / "conformance" / "dist" / "index.js"
+
+
+@dataclass
+class HttpReference:
+    url: str  # through the bearer proxy, for clients that cannot send headers
+    direct_url: str  # the reference itself, for clients that send the bearer token
+    dir: ReferenceDir
+
+
+@pytest.fixture(scope="module")
+def reference_over_http(reference_dir: ReferenceDir) -> Iterator[HttpReference]:
+    """engram-reference serve --http on 127.0.0.2:PORT, and the bearer proxy on 127.0.0.1:PORT."""
+    port = _port_pair()
+    server = subprocess.Popen([*ENGRAM, "serve", "--http", f"127.0.0.2:{port}", "--config", str(reference_dir.config)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                              start_new_session=True)
+    proxy = subprocess.Popen([sys.executable, str(BEARER_PROXY), "--listen", f"127.0.0.1:{port}",
+                              "--upstream", f"http://127.0.0.2:{port}",
+                              "--token-file", str(reference_dir.path / "keys" / "http-bearer.txt")],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                             start_new_session=True)
+    try:
+        _wait_for(("127.0.0.2", port), server, "engram-reference serve --http")
+        _wait_for(("127.0.0.1", port), proxy, "the bearer proxy")
+        yield HttpReference(f"http://127.0.0.1:{port}/mcp", f"http://127.0.0.2:{port}/mcp", reference_dir)
+    finally:
+        _stop(proxy)
+        _stop(server)
+
+
+@needs_node
+def test_every_official_server_scenario_is_judged() -> None:
+    """A new scenario in the pinned suite must be judged applicable or not before it is ignored."""
+    code, stdout, stderr, _ = _run(["node", str(OFFICIAL), "list", "--server"], timeout=NODE_TIMEOUT)
+    assert code == 0, stderr
+    listed = set(re.findall(r"^\s*-\s+(\S+)\s*$", stdout, re.M))
+    assert listed, stdout
+    assert not set(APPLICABLE) & set(NOT_APPLICABLE)
+    assert listed == set(APPLICABLE) | set(NOT_APPLICABLE), {
+        "not judged": sorted(listed - set(APPLICABLE) - set(NOT_APPLICABLE)),
+        "no longer listed": sorted((set(APPLICABLE) | set(NOT_APPLICABLE)) - listed)}
+
+
+@needs_node
+@pytest.mark.parametrize("scenario", [*APPLICABLE, *NOT_APPLICABLE])
+def test_official_scenario_against_the_reference(scenario: str, reference_over_http: HttpReference,
+                                                  tmp_path: Path) -> None:
+    if scenario in NOT_APPLICABLE:
+        pytest.skip(f"official scenario {scenario} not applicable: {NOT_APPLICABLE[scenario]}")
+    code, stdout, stderr, _ = _run(["node", str(OFFICIAL), "server", "--url", reference_over_http.url,
+                                    "--scenario", scenario, "-o", str(tmp_path)], timeout=NODE_TIMEOUT)
+    saved = list(tmp_path.glob("*/checks.json"))
+    assert len(saved) == 1, f"exit {code}; no checks.json was written\n{stdout[-2000:]}{stderr[-2000:]}"
+    checks = json.loads(saved[0].read_text(encoding="utf-8"))
+    print(f"{scenario} ({APPLICABLE[scenario]}): " + ", ".join(f"{c['id']} {c['status']}" for c in checks))
+    bad = [(c["id"], c["status"], c.get("errorMessage")) for c in checks if c["status"] not in ("SUCCESS", "INFO")]
+    assert not bad, f"{scenario}: {bad}"
+    assert any(c["status"] == "SUCCESS" for c in checks), f"{scenario} passed nothing: {checks}"
+    assert code == 0, f"{scenario}: exit {code}\n{stdout[-2000:]}"
+
+
+# -- the MCP Inspector's command line --------------------------------------------------
+
+INSPECTOR = SCOPED / "inspector-cli"
+
+
+def _inspector(*args: str) -> tuple[int, Any, str]:
+    # inspector-cli 1.0.3 looks for "../package.json" relative to the working directory but imports it
+    # relative to its own script; from its build folder the two agree.
+    code, stdout, stderr, _ = _run(["node", str(INSPECTOR / "build" / "cli.js"), "--cli", *args],
+                                   timeout=NODE_TIMEOUT, cwd=INSPECTOR / "build")
+    try:
+        parsed = json.loads(stdout)
+    except json.JSONDecodeError:
+        parsed = None
+    return code, parsed, stdout + stderr
+
+
+@pytest.fixture(scope="module")
+def inspector_dir(tmp_path_factory: pytest.TempPathFactory) -> ReferenceDir:
+    return _init(tmp_path_factory.mktemp("inspector-reference"))
+
+
+def _stdio_target(directory: ReferenceDir) -> list[str]:
+    # After "--" the launcher passes everything on, so the server's own --config is not taken for its option.
+    return ["--", *ENGRAM, "serve", "--config", str(directory.config)]
+
+
+def _meta(directory: ReferenceDir) -> list[str]:
+    return ["--metadata", f"{HOST_BINDING_META_KEY}={directory.binding()}"]
+
+
+def _search(directory: ReferenceDir) -> list[str]:
+    return ["--method", "tools/call", "--tool-name", "engram_memory_search", "--tool-arg", "query=ledger",
+            "--tool-arg", f"purpose_ref={directory.purpose}"]
+
+
+def _assert_search_envelope(reply: Any, output: str) -> None:
+    assert isinstance(reply, dict), output[-2000:]
+    envelope = reply.get("structuredContent")
+    assert isinstance(envelope, dict) and envelope.get("ok") is True, reply
+    assert set(envelope) == {"ok", "output", "auditId", "redactionClass"}
+    assert isinstance(envelope["output"]["value"].get("records"), list)
+    assert reply.get("isError") is False
+    assert json.loads(reply["content"][0]["text"]) == envelope, "the text copy is not the envelope"
+
+
+@needs_node
+def test_inspector_lists_and_calls_over_stdio(inspector_dir: ReferenceDir) -> None:
+    code, listed, output = _inspector(*_stdio_target(inspector_dir), "--method", "tools/list", *_meta(inspector_dir))
+    assert code == 0 and isinstance(listed, dict), output[-2000:]
+    assert sorted(t["name"] for t in listed["tools"]) == sorted(TOOLS)
+    code, unbound, output = _inspector(*_stdio_target(inspector_dir), "--method", "tools/list")
+    assert code == 0 and unbound == {"tools": []}, f"tools/list without a binding is empty (EMC-HP-013): {output[-500:]}"
+    code, reply, output = _inspector(*_stdio_target(inspector_dir), *_search(inspector_dir), *_meta(inspector_dir))
+    assert code == 0, output[-2000:]
+    _assert_search_envelope(reply, output)
+
+
+@needs_node
+def test_inspector_lists_and_calls_over_http(reference_over_http: HttpReference) -> None:
+    directory = reference_over_http.dir
+    http = [reference_over_http.direct_url, "--transport", "http"]
+    bearer = ["--header", f"Authorization: Bearer {directory.bearer}"]
+    code, listed, output = _inspector(*http, *bearer, "--method", "tools/list", *_meta(directory))
+    assert code == 0 and isinstance(listed, dict), output[-2000:]
+    assert sorted(t["name"] for t in listed["tools"]) == sorted(TOOLS)
+    code, reply, output = _inspector(*http, *bearer, *_search(directory), *_meta(directory))
+    assert code == 0, output[-2000:]
+    _assert_search_envelope(reply, output)
+    code, _, output = _inspector(*http, "--method", "tools/list", *_meta(directory))
+    assert code != 0 and "unauthorized" in output, f"no bearer token, yet served: {output[-500:]}"
