@@ -94,6 +94,16 @@ class Reply:
         return (self.result or {}).get("structuredContent")
 
     @property
+    def value(self) -> dict[str, Any] | None:
+        """The success envelope's output.value, or None when the reply is anything else."""
+        envelope = self.envelope
+        if self.kind != "result" or not isinstance(envelope, dict) or envelope.get("ok") is not True:
+            return None
+        output = envelope.get("output")
+        value = output.get("value") if isinstance(output, dict) else None
+        return value if isinstance(value, dict) else None
+
+    @property
     def code(self) -> Any:
         """The envelope's error code, or the JSON-RPC error code."""
         if self.kind == "error":

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import secrets
+import string
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,7 +18,7 @@ from engram_mcp.conformance._checks import Blocked, require
 from engram_mcp.conformance._connect import Connection, Reply
 from engram_mcp.conformance._host import Answer, Confirmer, HostBinding
 from engram_mcp.conformance._profile import Profile, ScopeProfile
-from engram_mcp.contract import load
+from engram_mcp.contract import load, record_id
 
 DIGEST = "sha256:" + "ab" * 32
 _counter = itertools.count(1)
@@ -30,6 +31,23 @@ def unique(prefix: str = "m") -> str:
 
 def fresh_key() -> str:
     return "conformance-key-" + unique("k")
+
+
+def unknown_record() -> str:
+    """A well-formed record id nobody issued."""
+    return record_id("sha256:" + secrets.token_hex(32))
+
+
+def unknown_candidate() -> str:
+    """A well-formed candidate id nobody issued."""
+    return "candidate_" + secrets.token_hex(32)
+
+
+def planted_credential() -> str:
+    """Credential-shaped text made up at run time, never a real secret: an access key id and a password."""
+    alphabet = string.ascii_uppercase + string.digits
+    return ("the deploy user " + "AK" + "IA" + "".join(secrets.choice(alphabet) for _ in range(16))
+            + " signs in with " + "pass" + "word: " + "hunter" + "2xyz .")
 
 
 def capture_arguments(purpose_ref: str, *, text: str | None = None, key: str | None = None,

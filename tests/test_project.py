@@ -43,6 +43,21 @@ def test_every_data_file_ships_in_the_installed_package(package: str) -> None:
     assert on_disk <= set(load().paths(package))
 
 
+def test_every_python_package_is_declared_for_the_wheel() -> None:
+    """A package missing from pyproject's list works in an editable install and vanishes from the wheel."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    declared = set(config["packages"])
+    folders = {folder: package for package, folder in config["package-dir"].items()}
+    found = set()
+    for folder, package in folders.items():
+        for init in (ROOT / folder).rglob("__init__.py"):
+            relative = init.parent.relative_to(ROOT / folder)
+            found.add(".".join([package, *relative.parts]))
+    assert found <= declared, sorted(found - declared)
+
+
 def test_console_scripts_are_declared() -> None:
     scripts = {ep.name for ep in metadata.entry_points(group="console_scripts") if ep.value.startswith("engram_mcp.")}
     assert {"conformance", "engram-reference"} <= scripts

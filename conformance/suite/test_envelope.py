@@ -86,14 +86,6 @@ def register(state: RunState, era: str, observed: Observed) -> None:
 # -- the sample ---------------------------------------------------------------------------------------
 
 
-def _value(reply: Reply) -> dict[str, Any] | None:
-    envelope = reply.envelope
-    if reply.kind == "result" and isinstance(envelope, dict) and envelope.get("ok") is True:
-        output = envelope.get("output")
-        value = output.get("value") if isinstance(output, dict) else None
-        return value if isinstance(value, dict) else None
-    return None
-
 
 def _collect(world: World) -> list[Observed]:
     scope = world.primary
@@ -108,8 +100,8 @@ def _collect(world: World) -> list[Observed]:
 
     token = unique("envelope")
     first = capture_arguments(purpose, text=f"Envelope sample {token}: the ledger stays in one database.")
-    captured = _value(call("capture", CAPTURE, first))
-    second = _value(call("capture of a second candidate", CAPTURE, capture_arguments(purpose)))
+    captured = call("capture", CAPTURE, first).value
+    second = call("capture of a second candidate", CAPTURE, capture_arguments(purpose)).value
     call("capture with an unknown member", CAPTURE, {**capture_arguments(purpose), "note": "extra"})
     malformed = capture_arguments(purpose)
     malformed["evidence"]["evidence_digest"] = DIGEST.upper()
@@ -119,7 +111,7 @@ def _collect(world: World) -> list[Observed]:
     record_id = None
     if captured and isinstance(captured.get("candidate_id"), str):
         candidate = captured["candidate_id"]
-        admitted = _value(call("request_admission", ADMIT, {"candidate_id": candidate, "idempotency_key": fresh_key()}))
+        admitted = call("request_admission", ADMIT, {"candidate_id": candidate, "idempotency_key": fresh_key()}).value
         outcome = admitted.get("outcome") if admitted else None
         record_id = outcome.get("record_id") if isinstance(outcome, dict) else None
         call("request_admission of a decided candidate under a new key", ADMIT,
@@ -483,7 +475,7 @@ def test_no_reply_repeats_what_the_arguments_said(world: World, harness: Any, to
     def judge(label: str, arguments: Any, marker: str, allowed: Any = None) -> Reply:
         reply = world.call(tool, arguments, scope=scope, principal=principal, answer="decline")
         register(state, world.era, Observed(f"no-reflection {tool}: {label}", tool, arguments, reply))
-        seen[label] = ("success" if _value(reply) is not None else
+        seen[label] = ("success" if reply.value is not None else
                        f"JSON-RPC {(reply.error or {}).get('code')}" if reply.kind == "error" else
                        str((reply.envelope or {}).get("error", {}).get("code")) if isinstance(reply.envelope, dict)
                        else reply.kind)

@@ -10,7 +10,7 @@ import pytest
 
 from engram_mcp.conformance._checks import check, require
 from engram_mcp.conformance._connect import Reply
-from engram_mcp.conformance._world import World, capture_arguments, fresh_key, unique
+from engram_mcp.conformance._world import World, capture_arguments, fresh_key, unique, unknown_candidate, unknown_record
 
 SEARCH, CAPTURE = "engram_memory_search", "engram_memory_capture"
 ADMIT, WITHDRAW, FORGET = "engram_memory_request_admission", "engram_memory_withdraw", "engram_memory_forget"
@@ -35,27 +35,11 @@ def seen(reply: Reply) -> dict[str, Any]:
     return summary
 
 
-def success(reply: Reply) -> dict[str, Any] | None:
-    """The value of a success envelope, or None."""
-    envelope = reply.envelope
-    if reply.kind == "result" and isinstance(envelope, dict) and envelope.get("ok") is True:
-        value = envelope.get("output", {}).get("value")
-        return value if isinstance(value, dict) else None
-    return None
-
 
 def text_with(marker: str) -> str:
     return f"Decision {marker}: settle invoices from the ledger service only."
 
 
-def unknown_candidate() -> str:
-    return "candidate_" + secrets.token_hex(32)
-
-
-def unknown_record() -> str:
-    from engram_mcp.contract import record_id
-
-    return record_id("sha256:" + secrets.token_hex(32))
 
 
 def admission(candidate_id: str, key: str | None = None) -> dict[str, Any]:
@@ -109,14 +93,14 @@ def test_a_repeated_capture_is_duplicate_exact_and_writes_nothing(world: World) 
     arguments = capture_arguments(world.profile.purpose_ref, text=text_with(marker))
     first = world.call(CAPTURE, copy.deepcopy(arguments))
     world.evidence.add("first", seen(first))
-    first_value = success(first)
+    first_value = first.value
     assert first_value is not None, f"a valid capture under a new key failed: {first.kind} {first.code!r}"
     assert first_value.get("status") == "committed_pending", f"a first capture answered {first_value.get('status')!r}"
     candidate = first_value.get("candidate_id")
 
     second, _ = replay(world, CAPTURE, arguments)
     world.evidence.add("replay", seen(second))
-    second_value = success(second)
+    second_value = second.value
     assert second_value is not None, f"the replayed capture was refused: {second.kind} {second.code!r}"
     assert second_value.get("status") == "duplicate_exact", f"a replayed capture answered {second_value.get('status')!r}"
     assert second_value.get("candidate_id") == candidate, "the replay named another candidate than the first capture"
@@ -128,7 +112,7 @@ def test_a_repeated_capture_is_duplicate_exact_and_writes_nothing(world: World) 
     require(outcome.get("status") == "accepted", f"admission of the candidate was {outcome.get('status')!r}, not accepted")
     third, _ = replay(world, CAPTURE, arguments)
     world.evidence.add("replay_after_admission", seen(third))
-    third_value = success(third)
+    third_value = third.value
     assert third_value is not None and third_value.get("status") == "duplicate_exact", (
         f"a capture replay after the candidate was admitted answered {seen(third)}, not duplicate_exact")
     assert third_value.get("candidate_id") == candidate
@@ -153,14 +137,14 @@ def test_a_repeated_mutation_returns_the_first_result_marked_replayed(world: Wor
         arguments = forgetting(record)
     first = world.call(tool, copy.deepcopy(arguments))
     world.evidence.add("first", seen(first))
-    first_value = success(first)
+    first_value = first.value
     require(first_value is not None, f"the first {tool} failed: {first.kind} {first.code!r}")
     assert first_value.get("replayed") is False, f"a first execution said replayed={first_value.get('replayed')!r}"
 
     second, asked = replay(world, tool, arguments)
     world.evidence.add("replay", seen(second))
     world.evidence.add("confirmation_asked_on_replay", asked)
-    second_value = success(second)
+    second_value = second.value
     assert second_value is not None, f"the repeated {tool} was answered {second.kind} {second.code!r}, not replayed"
     assert second_value.get("replayed") is True, f"the repeated {tool} said replayed={second_value.get('replayed')!r}"
     differs = sorted(k for k in (set(first_value) | set(second_value)) - {"replayed"}
@@ -188,7 +172,7 @@ def test_a_key_reused_for_something_else_is_a_conflict_without_effect(world: Wor
         assert reply.code == "DIGEST_CONFLICT", f"a capture key reused with other content answered {seen(reply)}"
         after = world.call(CAPTURE, copy.deepcopy(original))
         world.evidence.add("original_replayed", seen(after))
-        after_value = success(after) or {}
+        after_value = after.value or {}
         assert after_value.get("status") == "duplicate_exact" and after_value.get("candidate_id") == candidate, (
             f"after the conflict the original capture no longer replays: {seen(after)}")
         return
@@ -205,7 +189,7 @@ def test_a_key_reused_for_something_else_is_a_conflict_without_effect(world: Wor
     # No effect: the candidate is still pending, so an admission under a new key decides it.
     after = world.call(ADMIT, admission(candidate))
     world.evidence.add("admission_afterwards", seen(after))
-    assert success(after) is not None, f"after the conflict the candidate is no longer pending: {seen(after)}"
+    assert after.value is not None, f"after the conflict the candidate is no longer pending: {seen(after)}"
 
 
 @check("idempotency.conflict-before-lifecycle", "EMC-IDEM-012")
@@ -253,7 +237,7 @@ def test_keys_belong_to_one_principal(world: World) -> None:
     a = world.value(world.call(CAPTURE, copy.deepcopy(same), principal=first), "capture by the first principal")
     b_reply = world.call(CAPTURE, copy.deepcopy(same), principal=second)
     world.evidence.add("same_content", seen(b_reply))
-    b = success(b_reply)
+    b = b_reply.value
     assert b is not None, f"the second principal's capture under the first's key answered {seen(b_reply)}"
     assert b.get("status") == "committed_pending", f"the second principal's capture answered {b.get('status')!r}"
     assert b.get("candidate_id") != a.get("candidate_id"), "two principals were given one candidate for one key"
@@ -262,7 +246,7 @@ def test_keys_belong_to_one_principal(world: World) -> None:
     world.value(world.call(CAPTURE, capture_arguments(purpose, key=key), principal=first), "capture by the first principal")
     c_reply = world.call(CAPTURE, capture_arguments(purpose, key=key), principal=second)
     world.evidence.add("other_content", seen(c_reply))
-    c = success(c_reply)
+    c = c_reply.value
     assert c is not None and c.get("status") == "committed_pending", (
         f"other content under another principal's key answered {seen(c_reply)}")
 
@@ -315,7 +299,7 @@ def test_a_key_outside_its_bounds_is_invalid(world: World, case: str) -> None:
     assert not wrong, f"a {case} key was not refused with INVALID_SCHEMA: {wrong}"
     reply = world.call(CAPTURE, capture_arguments(world.profile.purpose_ref, key=good))
     world.evidence.add("within_bounds", seen(reply))
-    value = success(reply)
+    value = reply.value
     assert value is not None and value.get("status") == "committed_pending", (
         f"a key of {len(good.encode())} bytes in NFC, within the bounds, was refused: {seen(reply)}")
 
@@ -327,7 +311,7 @@ def test_equal_content_under_a_new_key_is_a_new_candidate(world: World) -> None:
     first = world.value(world.call(CAPTURE, copy.deepcopy(arguments)), "capture")
     again = world.call(CAPTURE, {**copy.deepcopy(arguments), "idempotency_key": fresh_key()})
     world.evidence.add("equal_to_a_capture", seen(again))
-    again_value = success(again)
+    again_value = again.value
     assert again_value is not None and again_value.get("status") == "committed_pending", (
         f"content equal to an earlier capture, under a new key, answered {seen(again)}")
     assert again_value.get("candidate_id") != first.get("candidate_id"), "a new key was given the earlier candidate"
@@ -335,6 +319,6 @@ def test_equal_content_under_a_new_key_is_a_new_candidate(world: World) -> None:
     require(outcome.get("status") == "accepted", f"admission was {outcome.get('status')!r}, not accepted")
     third = world.call(CAPTURE, {**copy.deepcopy(arguments), "idempotency_key": fresh_key()})
     world.evidence.add("equal_to_a_record", seen(third))
-    third_value = success(third)
+    third_value = third.value
     assert third_value is not None and third_value.get("status") == "committed_pending", (
         f"content equal to a current record, under a new key, answered {seen(third)}")

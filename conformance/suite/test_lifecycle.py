@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import secrets
-import string
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -13,7 +11,7 @@ import pytest
 from engram_mcp.conformance._checks import check, require
 from engram_mcp.conformance._connect import Reply
 from engram_mcp.conformance._profile import ScopeProfile
-from engram_mcp.conformance._world import World, capture_arguments, fresh_key, unique
+from engram_mcp.conformance._world import World, capture_arguments, fresh_key, planted_credential, unique
 from engram_mcp.contract import record_id
 
 SEARCH, GET, CAPTURE = "engram_memory_search", "engram_memory_get", "engram_memory_capture"
@@ -27,7 +25,7 @@ REASON = "reason:conformance"
 def seen(reply: Reply) -> dict[str, Any]:
     """What a reply was, for the evidence: its kind, its code, and a status when it has one."""
     summary: dict[str, Any] = {"kind": reply.kind, "code": reply.code}
-    value = success(reply)
+    value = reply.value
     if value is not None:
         status = value.get("status") or value.get("outcome", {}).get("status")
         if status:
@@ -35,25 +33,10 @@ def seen(reply: Reply) -> dict[str, Any]:
     return summary
 
 
-def success(reply: Reply) -> dict[str, Any] | None:
-    """The value of a success envelope, or None."""
-    envelope = reply.envelope
-    if reply.kind == "result" and isinstance(envelope, dict) and envelope.get("ok") is True:
-        value = envelope.get("output", {}).get("value")
-        return value if isinstance(value, dict) else None
-    return None
-
 
 def text_with(marker: str) -> str:
     return f"Decision {marker}: rotate the on-call roster every Monday."
 
-
-def planted_credential() -> str:
-    """Credential-shaped text made up at run time (never a real secret): an access key id and a password."""
-    alphabet = string.ascii_uppercase + string.digits
-    key_id = "AK" + "IA" + "".join(secrets.choice(alphabet) for _ in range(16))
-    assignment = "pass" + "word: " + "hunter" + "2xyz"
-    return f"the deploy user {key_id} signs in with {assignment} ."
 
 
 def would_be_record(captured: dict[str, Any]) -> str | None:
@@ -141,7 +124,7 @@ def test_a_candidate_that_is_not_current_is_neither_searchable_nor_gettable(worl
         return
     reply = get(world, rid, scope=scope, principal=principal)
     world.evidence.add("get", seen(reply))
-    assert success(reply) is None, f"get returned the record of a {state} candidate"
+    assert reply.value is None, f"get returned the record of a {state} candidate"
 
 
 # -- admission outcomes ----------------------------------------------------------
@@ -162,7 +145,7 @@ def test_an_accepted_candidate_becomes_a_current_record(world: World) -> None:
     world.evidence.add("record_id_as_captured", rid == would_be_record(captured))
     reply = get(world, rid)
     world.evidence.add("get", seen(reply))
-    value = success(reply)
+    value = reply.value
     assert value is not None, f"get of the accepted record was refused: {refused(reply)}"
     assert value.get("record", {}).get("record_id") == rid
     found = search_ids(world, marker)
@@ -189,7 +172,7 @@ def test_rejection_and_adjudication_are_success_envelopes(world: World, status: 
     assert reply.kind == "result" and envelope.get("ok") is True, (
         f"an admission the policy decides as {status} came back as {refused(reply)}, not a success envelope")
     assert (reply.result or {}).get("isError") is not True
-    outcome = (success(reply) or {}).get("outcome", {})
+    outcome = (reply.value or {}).get("outcome", {})
     require(outcome.get("status") == status, f"the policy answered {outcome.get('status')!r}, not {status}")
     assert outcome.get("candidate_id") == captured["candidate_id"], "outcome.candidate_id is not the candidate the call named"
 
@@ -205,7 +188,7 @@ def test_the_caller_cannot_supply_the_decision(world: World, member: str) -> Non
     assert reply.code == "INVALID_SCHEMA", f"request_admission carrying {member} answered {seen(reply)}"
     after = world.call(ADMIT, admission(captured["candidate_id"]))
     world.evidence.add("admission_afterwards", seen(after))
-    assert success(after) is not None, f"the candidate is no longer pending after the refused call: {seen(after)}"
+    assert after.value is not None, f"the candidate is no longer pending after the refused call: {seen(after)}"
 
 
 @check("lifecycle.adjudication-keeps-pending", "EMC-LIFE-009")
@@ -219,10 +202,10 @@ def test_a_candidate_awaiting_adjudication_stays_pending(world: World) -> None:
     require(outcome.get("status") == "pending_adjudication", f"the policy answered {outcome.get('status')!r}")
     again = world.call(ADMIT, admission(candidate), scope=scope, principal=principal)
     world.evidence.add("second_admission", seen(again))
-    assert success(again) is not None, f"asking again under a new key was refused: {refused(again)}"
+    assert again.value is not None, f"asking again under a new key was refused: {refused(again)}"
     reply = world.call(WITHDRAW, withdrawal(candidate), scope=scope, principal=principal)
     world.evidence.add("withdraw", seen(reply))
-    value = success(reply)
+    value = reply.value
     assert value is not None, f"withdrawing a candidate awaiting adjudication was refused: {refused(reply)}"
     assert value.get("receipt", {}).get("from_state") == "pending"
 
@@ -248,7 +231,7 @@ def test_withdrawing_a_pending_candidate_ends_it(world: World) -> None:
     _, captured = world.capture()
     reply = world.call(WITHDRAW, withdrawal(captured["candidate_id"]))
     world.evidence.add("withdraw", seen(reply))
-    value = success(reply)
+    value = reply.value
     assert value is not None, f"a confirmed withdraw of a pending candidate was refused: {refused(reply)}"
     receipt = value.get("receipt", {})
     world.evidence.add("receipt", {k: receipt.get(k) for k in ("operation", "from_state", "to_state")})
@@ -265,7 +248,7 @@ def test_an_accepted_candidate_cannot_be_withdrawn(world: World) -> None:
     reply = world.call(WITHDRAW, withdrawal(candidate))
     world.evidence.add("withdraw", seen(reply))
     assert reply.code == "ILLEGAL_TRANSITION", f"withdraw of an accepted candidate answered {seen(reply)}"
-    assert success(get(world, rid)) is not None, "the record is gone after a refused withdraw"
+    assert get(world, rid).value is not None, "the record is gone after a refused withdraw"
 
 
 @check("lifecycle.readmit-accepted", "EMC-LIFE-007")
@@ -275,7 +258,7 @@ def test_an_accepted_candidate_cannot_be_admitted_again(world: World) -> None:
     reply = world.call(ADMIT, admission(candidate))
     world.evidence.add("admission", seen(reply))
     assert reply.code == "ALREADY_TERMINAL", f"a second admission of an accepted candidate answered {seen(reply)}"
-    assert success(get(world, rid)) is not None, "the record is gone after a refused admission"
+    assert get(world, rid).value is not None, "the record is gone after a refused admission"
 
 
 # -- forget -------------------------------------------------------------------------
@@ -286,11 +269,11 @@ def test_forget_tombstones_a_record_for_good(world: World) -> None:
     """Forget of a current record answers a tombstone receipt; from then on get and search never return it."""
     marker = unique("life")
     _, rid, _ = accepted(world, text_with(marker))
-    require(success(get(world, rid)) is not None and rid in search_ids(world, marker),
+    require(get(world, rid).value is not None and rid in search_ids(world, marker),
             "the accepted record cannot be read back before forget")
     reply = world.call(FORGET, forgetting(rid))
     world.evidence.add("forget", seen(reply))
-    value = success(reply)
+    value = reply.value
     assert value is not None, f"a confirmed forget of a current record was refused: {refused(reply)}"
     receipt = value.get("receipt", {})
     world.evidence.add("receipt", {k: receipt.get(k) for k in ("operation", "from_state", "to_state")})
@@ -300,7 +283,7 @@ def test_forget_tombstones_a_record_for_good(world: World) -> None:
         after = get(world, rid)
         found = search_ids(world, marker)
         world.evidence.add(f"after_{attempt}", {"get": seen(after), "search_records": len(found)})
-        assert success(after) is None, "get still returns a forgotten record"
+        assert after.value is None, "get still returns a forgotten record"
         assert rid not in found, "search still finds a forgotten record"
 
 
@@ -318,16 +301,16 @@ def test_an_expired_record_is_hidden_and_can_still_be_forgotten(world: World) ->
     # Wait for the expiry, then give the target's clock up to three more seconds to agree.
     time.sleep(max(0.0, (expires - datetime.now(UTC)).total_seconds()) + 0.05)
     deadline, after = time.monotonic() + 3.0, get(world, rid)
-    while success(after) is not None and time.monotonic() < deadline:
+    while after.value is not None and time.monotonic() < deadline:
         time.sleep(0.05)
         after = get(world, rid)
     found = search_ids(world, marker)
     world.evidence.add("after_expiry", {"get": seen(after), "search_records": len(found)})
-    assert success(after) is None, "get still returns a record three seconds after its expires_at"
+    assert after.value is None, "get still returns a record three seconds after its expires_at"
     assert rid not in found, "search still finds an expired record"
     forget = world.call(FORGET, forgetting(rid))
     world.evidence.add("forget", seen(forget))
-    value = success(forget)
+    value = forget.value
     assert value is not None, f"forget of an expired record was refused: {refused(forget)}"
     receipt = value.get("receipt", {})
     world.evidence.add("receipt", {k: receipt.get(k) for k in ("operation", "from_state", "to_state")})
@@ -354,7 +337,7 @@ def test_forgotten_content_can_be_captured_again(world: World) -> None:
     _, _, arguments = forgotten(world)
     reply = world.call(CAPTURE, {**arguments, "idempotency_key": fresh_key()})
     world.evidence.add("capture", seen(reply))
-    value = success(reply)
+    value = reply.value
     assert value is not None and value.get("status") == "committed_pending", (
         f"capturing forgotten content again answered {seen(reply)}")
 
@@ -366,7 +349,7 @@ def test_forgotten_content_is_never_silently_readmitted(world: World) -> None:
     captured = world.value(world.call(CAPTURE, {**arguments, "idempotency_key": fresh_key()}), "capture again")
     reply = world.call(ADMIT, admission(captured["candidate_id"]))
     world.evidence.add("admission", seen(reply))
-    outcome = (success(reply) or {}).get("outcome", {})
+    outcome = (reply.value or {}).get("outcome", {})
     assert outcome.get("status") == "pending_adjudication", (
         f"admission of forgotten content answered {seen(reply)}, not pending_adjudication")
 
@@ -388,7 +371,7 @@ def test_a_record_stays_in_its_scope(world: World, other: str) -> None:
     assert found == [], f"a search bound to {other} found {len(found)} record(s) admitted in the primary scope"
     reply = get(world, rid, scope=scope, principal=principal)
     world.evidence.add("get", seen(reply))
-    assert success(reply) is None, f"get bound to {other} returned a record admitted in the primary scope"
+    assert reply.value is None, f"get bound to {other} returned a record admitted in the primary scope"
 
 
 # -- retention and consent ------------------------------------------------------------
@@ -432,7 +415,7 @@ def test_retain_needs_the_hosts_permission(world: World, permission: str) -> Non
     world.evidence.add("scope", scope.label)
     world.evidence.add("capture", seen(reply))
     if allowed:
-        value = success(reply)
+        value = reply.value
         assert value is not None and value.get("status") == "committed_pending", (
             f"retain where the host allows it answered {seen(reply)}")
     else:
@@ -453,7 +436,7 @@ def test_an_expiry_beyond_the_ceiling_is_unauthorized(world: World) -> None:
     world.evidence.add("beyond_ceiling", seen(far))
     world.evidence.add("within_ceiling", seen(near))
     assert far.code == "UNAUTHORIZED", f"expires_at beyond the ceiling answered {seen(far)}"
-    assert (success(near) or {}).get("status") == "committed_pending", f"expires_at within the ceiling answered {seen(near)}"
+    assert (near.value or {}).get("status") == "committed_pending", f"expires_at within the ceiling answered {seen(near)}"
 
 
 @check("lifecycle.retention-past", "EMC-RET-005")
@@ -480,6 +463,6 @@ def test_a_reconciliation_family_needs_the_hosts_consent(world: World, family: s
     reply = _capture_outcome(world, reconciliation={"family_refs": [name]})
     world.evidence.add("capture", seen(reply))
     if family == "consented":
-        assert (success(reply) or {}).get("status") == "committed_pending", f"a consented family answered {seen(reply)}"
+        assert (reply.value or {}).get("status") == "committed_pending", f"a consented family answered {seen(reply)}"
     else:
         assert reply.code == "UNAUTHORIZED", f"a family the host never consented to answered {seen(reply)}"

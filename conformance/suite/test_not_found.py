@@ -14,8 +14,6 @@ import copy
 import gc
 import json
 import random
-import secrets
-import string
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +23,7 @@ from engram_mcp.conformance._checks import Blocked, check, require
 from engram_mcp.conformance._connect import Reply
 from engram_mcp.conformance._profile import ACCEPTS_BENIGN, ScopeProfile
 from engram_mcp.conformance._timing import Comparison, compare
-from engram_mcp.conformance._world import World, capture_arguments, fresh_key, unique
+from engram_mcp.conformance._world import World, capture_arguments, fresh_key, planted_credential, unique, unknown_candidate, unknown_record
 from engram_mcp.contract import record_id
 
 GET, CAPTURE = "engram_memory_get", "engram_memory_capture"
@@ -57,12 +55,6 @@ class Targets:
 _TARGETS: dict[int, Targets] = {}
 
 
-def unknown_record() -> str:
-    return record_id("sha256:" + secrets.token_hex(32))
-
-
-def unknown_candidate() -> str:
-    return "candidate_" + secrets.token_hex(32)
 
 
 def would_be_record(captured: dict[str, Any]) -> str | None:
@@ -73,19 +65,6 @@ def would_be_record(captured: dict[str, Any]) -> str | None:
         return None
 
 
-def planted_credential() -> str:
-    """Credential-shaped text made up at run time (never a real secret)."""
-    alphabet = string.ascii_uppercase + string.digits
-    return ("the deploy user " + "AK" + "IA" + "".join(secrets.choice(alphabet) for _ in range(16))
-            + " signs in with " + "pass" + "word: " + "hunter" + "2xyz .")
-
-
-def success(reply: Reply) -> dict[str, Any] | None:
-    envelope = reply.envelope
-    if reply.kind == "result" and isinstance(envelope, dict) and envelope.get("ok") is True:
-        value = envelope.get("output", {}).get("value")
-        return value if isinstance(value, dict) else None
-    return None
 
 
 def _capture_in(world: World, scope: ScopeProfile, text: str | None = None) -> dict[str, Any] | None:
@@ -93,7 +72,7 @@ def _capture_in(world: World, scope: ScopeProfile, text: str | None = None) -> d
     if principal is None:
         return None
     reply = world.call(CAPTURE, capture_arguments(world.profile.purpose_ref, text=text), scope=scope, principal=principal)
-    return success(reply)
+    return reply.value
 
 
 def _accepted_in(world: World, scope: ScopeProfile) -> tuple[str, str, str] | None:
@@ -106,7 +85,7 @@ def _accepted_in(world: World, scope: ScopeProfile) -> tuple[str, str, str] | No
         return None
     reply = world.call(ADMIT, {"candidate_id": captured["candidate_id"], "idempotency_key": fresh_key()},
                        scope=scope, principal=principal)
-    outcome = (success(reply) or {}).get("outcome", {})
+    outcome = (reply.value or {}).get("outcome", {})
     if outcome.get("status") != "accepted" or "record_id" not in outcome:
         return None
     return principal, captured["candidate_id"], outcome["record_id"]
@@ -292,8 +271,8 @@ def test_forget_answers_every_invisible_record_alike(world: World) -> None:
         if principal is None:
             continue
         reply = world.call(GET, {"record_id": rid, "purpose_ref": world.profile.purpose_ref}, scope=scope, principal=principal)
-        world.evidence.add(f"{label}_record_kept", success(reply) is not None)
-        assert success(reply) is not None, f"a forget bound to the primary scope removed the {label} record"
+        world.evidence.add(f"{label}_record_kept", reply.value is not None)
+        assert reply.value is not None, f"a forget bound to the primary scope removed the {label} record"
 
 
 @check("not-found.request-admission", "EMC-HOST-006", "EMC-LIFE-005", "EMC-LIFE-008")
