@@ -268,9 +268,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     evidence = item.funcargs.get("evidence") if hasattr(item, "funcargs") else None
     run.results.append(Result(check_id, requirements, era, status, item.nodeid, report.duration, message,
                               dict(evidence.items) if isinstance(evidence, Evidence) else {}))
-    report.user_properties += [("check", check_id), ("status", status.value), ("requirements", " ".join(requirements))]
+    properties = [("check", check_id), ("status", status.value), ("requirements", " ".join(requirements))]
     if era:
-        report.user_properties.append(("era", era))
+        properties.append(("era", era))
+    # JUnit reads them from the item (the teardown report copies them), the log from this report.
+    item.user_properties.extend(properties)
+    report.user_properties = list(item.user_properties)
     # pytest's own outcome follows the status, so plain pytest and JUnit agree with the verdicts.
     if status in (Status.PASS, Status.WARN):
         report.outcome = "passed"
