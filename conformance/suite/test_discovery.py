@@ -108,14 +108,8 @@ def test_an_unavailable_tool_is_the_unknown_tool_error(world: World, kind: str) 
     assert reply.error["message"] == UNKNOWN_TOOL.message, "the message must be the constant one, never echoing the name"
 
 
-FORGERIES = ["missing", "garbage", "expired", "not_yet_valid", "wrong_audience", "untrusted_key", "too_long_lived",
-             "alg_none", "extra_claim", "missing_claim"]
-
-
-@check("binding.untrusted-call", "EMC-HOST-011", "EMC-HP-005", "EMC-HP-006", "EMC-HP-007")
-@pytest.mark.parametrize("forgery", FORGERIES)
-def test_an_untrusted_binding_is_refused(world: World, forgery: str) -> None:
-    """A call without a valid host binding is JSON-RPC -32603 'Trusted invocation context unavailable'."""
+def refused(world: World, forgery: str) -> None:
+    """A search under a forged binding must be the constant -32603, with no envelope."""
     if forgery not in world.host.forgeries:
         pytest.skip(f"the host adapter cannot forge a {forgery} binding")
     scope = world.primary
@@ -126,6 +120,41 @@ def test_an_untrusted_binding_is_refused(world: World, forgery: str) -> None:
     world.evidence.add("reply", {"kind": reply.kind, "error": reply.error, "code": reply.code})
     assert reply.kind == "error", f"a {forgery} binding was served: {reply.kind} {reply.code!r}"
     assert (reply.error["code"], reply.error["message"]) == (UNTRUSTED.jsonrpc_code, UNTRUSTED.message)
+
+
+# One check per part of the profile a forgery breaks, so a verdict names the part that failed.
+@check("binding.untrusted-call", "EMC-HOST-011", "EMC-HP-011")
+@pytest.mark.parametrize("forgery", ["missing", "garbage"])
+def test_a_call_without_a_binding_is_refused(world: World, forgery: str) -> None:
+    """A call with no binding, or with one that is no token at all, is -32603 'Trusted invocation context unavailable'."""
+    refused(world, forgery)
+
+
+@check("binding.untrusted-signer", "EMC-HOST-011", "EMC-HP-004")
+@pytest.mark.parametrize("forgery", ["untrusted_key", "alg_none"])
+def test_a_binding_from_an_untrusted_signer_is_refused(world: World, forgery: str) -> None:
+    """A binding signed by a key the server does not hold, or not signed (alg none), is refused."""
+    refused(world, forgery)
+
+
+@check("binding.claims", "EMC-HOST-011", "EMC-HP-005")
+@pytest.mark.parametrize("forgery", ["extra_claim", "missing_claim"])
+def test_a_binding_with_other_claims_is_refused(world: World, forgery: str) -> None:
+    """A binding whose claims are not exactly the closed set of the profile is refused."""
+    refused(world, forgery)
+
+
+@check("binding.audience", "EMC-HOST-011", "EMC-HP-006")
+def test_a_binding_for_another_audience_is_refused(world: World) -> None:
+    """A binding minted for another server's audience is refused."""
+    refused(world, "wrong_audience")
+
+
+@check("binding.lifetime", "EMC-HOST-011", "EMC-HP-007")
+@pytest.mark.parametrize("forgery", ["expired", "not_yet_valid", "too_long_lived"])
+def test_a_binding_outside_its_lifetime_is_refused(world: World, forgery: str) -> None:
+    """An expired, not yet valid, or too long-lived binding is refused."""
+    refused(world, forgery)
 
 
 @check("binding.purpose-mismatch", "EMC-HOST-008", "EMC-HP-021")

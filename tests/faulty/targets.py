@@ -949,7 +949,7 @@ def unbound_list_shows_all(server: FaultyServer) -> None:
     server.list_rewrites.append(rewrite)
 
 
-@variant("binding-signature-unchecked", breaks=["EMC-HOST-011"], caught_by=["binding.untrusted-call"], era="legacy")
+@variant("binding-signature-unchecked", breaks=["EMC-HOST-011", "EMC-HP-004"], caught_by=["binding.untrusted-signer"], era="legacy")
 def binding_signature_unchecked(server: FaultyServer) -> None:
     """The binding's signature is never verified; header, kid, audience and times still are."""
     private, public = generate_host_key()
