@@ -53,11 +53,16 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_OK
         config = load_config(args.config)
         if args.command == "verify":
-            from engram_mcp.reference._verify import verify_store
+            from engram_mcp.reference._verify import inspect_store
 
-            problems = verify_store(config)
-            for problem in problems:
+            findings = inspect_store(config)
+            for problem in findings.problems:
                 print(f"FAIL {problem}")
+            for warning in findings.warnings:
+                print(f"WARN {warning}")
+            for erasure in findings.pending_erasures:
+                print(f"PENDING {erasure}")  # not a failure: the server finishes it once no reader pins the old bytes
+            problems = findings.problems
             print("store verified: integrity ok, journal chain ok, audit chain ok" if not problems else "store verification failed")
             return EXIT_FAILED if problems else EXIT_OK
         from engram_mcp.reference._serve import serve_http, serve_stdio

@@ -13,16 +13,16 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from engram_mcp.contract import load
 from engram_mcp.contract.binding import load_public_key
 from engram_mcp.reference._core import ScopePolicy
-from engram_mcp.reference._crypto import load_kek
+from engram_mcp.reference._crypto import derive_key, load_kek
 from engram_mcp.reference._policy import policy_named
 from engram_mcp.reference._ports import Scope
+from engram_mcp.reference._quotas import ResourceLimits, SettingError, parse_limits
+from engram_mcp.reference._store import DEFAULT_SYNCHRONOUS, SYNCHRONOUS_LEVELS
 
 
 class ConfigError(Exception):
@@ -37,6 +37,31 @@ class ScopeConfig:
     policy: ScopePolicy
 
 
+_ARGUMENTS_MAX_BYTES = load().limit("arguments.max_bytes")
+
+
+@dataclass(frozen=True)
+class TransportConfig:
+    """[transport]: how much one message, and one HTTP client, may hold of the server."""
+
+    # A stdio line or HTTP body; a few times the argument cap leaves room for JSON escapes and _meta.
+    max_message_bytes: int = 4 * _ARGUMENTS_MAX_BYTES
+    http_header_timeout_seconds: float = 10.0  # from a request's first byte to the end of its headers
+    http_body_timeout_seconds: float = 30.0  # from the end of the headers to the end of the body
+    http_max_connections: int = 100  # more open connections than this are answered 503
+
+
+def transport_toml_lines() -> list[str]:
+    """The [transport] table with its defaults, as ``engram-reference init`` writes it."""
+    defaults = TransportConfig()
+    return [
+        "# One stdio line or HTTP body at most (bytes); HTTP deadlines on a client's headers and body, and",
+        "# the open connections past which requests are answered 503.",
+        "[transport]",
+        *(f"{name} = {getattr(defaults, name)}" for name in TransportConfig.__dataclass_fields__),
+    ]
+
+
 @dataclass(frozen=True)
 class ServerConfig:
     path: Path
@@ -46,10 +71,13 @@ class ServerConfig:
     trusted_keys: Mapping[str, Ed25519PublicKey]
     http_bearer_token: str | None
     scopes: Mapping[Scope, ScopeConfig] = field(default_factory=dict)
+    synchronous: str = DEFAULT_SYNCHRONOUS  # [server] synchronous: the store's SQLite sync level (durability)
+    transport: TransportConfig = field(default_factory=TransportConfig)
+    limits: ResourceLimits = field(default_factory=ResourceLimits)  # [quotas] and [expiry]
 
     def derived_key(self, purpose: str) -> bytes:
         """A subkey of the key-encryption key for one purpose (cursors, request states)."""
-        return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=f"engram-memory-mcp/{purpose}/v1".encode()).derive(self.kek)
+        return derive_key(self.kek, purpose)
 
     def policy_for(self, scope: Scope) -> ScopePolicy:
         return self.scopes[scope].policy
@@ -112,6 +140,47 @@ def _scope(entry: Mapping[str, Any], index: int) -> ScopeConfig:
     return ScopeConfig(scope=scope, memory=memory, grants=grants, policy=policy)
 
 
+def _seconds(table: Mapping[str, Any], key: str, default: float) -> float:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 3600:
+        raise ConfigError(f"transport: '{key}' must be a number of seconds, above 0 and at most 3600")
+    return float(value)
+
+
+def _transport(table: Mapping[str, Any]) -> TransportConfig:
+    defaults = TransportConfig()
+    unknown = sorted(set(table) - set(TransportConfig.__dataclass_fields__))
+    if unknown:
+        raise ConfigError(f"transport: unknown setting '{unknown[0]}'")
+    smallest = 2 * _ARGUMENTS_MAX_BYTES  # an argument object just over the contract's cap must still reach its check
+    message = _optional(table, "max_message_bytes", int, defaults.max_message_bytes, "transport")
+    if message < smallest:
+        raise ConfigError(f"transport: 'max_message_bytes' must be at least {smallest}")
+    connections = _optional(table, "http_max_connections", int, defaults.http_max_connections, "transport")
+    if connections < 1:
+        raise ConfigError("transport: 'http_max_connections' must be positive")
+    return TransportConfig(
+        max_message_bytes=message,
+        http_header_timeout_seconds=_seconds(table, "http_header_timeout_seconds", defaults.http_header_timeout_seconds),
+        http_body_timeout_seconds=_seconds(table, "http_body_timeout_seconds", defaults.http_body_timeout_seconds),
+        http_max_connections=connections,
+    )
+
+
+def _synchronous(server: Mapping[str, Any]) -> str:
+    level = _optional(server, "synchronous", str, DEFAULT_SYNCHRONOUS, "server")
+    if level not in SYNCHRONOUS_LEVELS:
+        raise ConfigError(f"server: 'synchronous' must be one of {', '.join(SYNCHRONOUS_LEVELS)}")
+    return level
+
+
+def _limits(data: Mapping[str, Any]) -> ResourceLimits:
+    try:
+        return parse_limits(_optional(data, "quotas", dict, {}, "file"), _optional(data, "expiry", dict, {}, "file"))
+    except SettingError as problem:
+        raise ConfigError(str(problem)) from None
+
+
 def load_config(path: Path) -> ServerConfig:
     path = Path(path).resolve()
     try:
@@ -146,4 +215,7 @@ def load_config(path: Path) -> ServerConfig:
         trusted_keys=keys,
         http_bearer_token=bearer,
         scopes=scopes,
+        synchronous=_synchronous(server),
+        transport=_transport(_optional(data, "transport", dict, {}, "file")),
+        limits=_limits(data),
     )

@@ -26,12 +26,16 @@ two (tenant, workspace, candidate_id) triples share an encoding.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import struct
 from pathlib import Path
 
 from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from cryptography.hazmat.primitives.keywrap import InvalidUnwrap, aes_key_unwrap, aes_key_wrap
 
 from ._ports import Scope, Sealed, SealBroken
@@ -108,6 +112,44 @@ class AesGcmCipher:
             return AESGCM(data_key).decrypt(nonce, body, aad)
         except (InvalidTag, ValueError):
             raise SealBroken("sealed body does not authenticate for this scope and candidate") from None
+
+
+KEYED_DIGEST_PREFIX = "hmac-sha256:"
+_KEYED_DOMAIN = b"engram-memory-mcp/stored-payload-digest/v1"
+
+
+def derive_key(root: bytes, purpose: str) -> bytes:
+    """A 32-byte subkey of ``root`` for one purpose (HKDF-SHA256), independent of every other purpose's."""
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=f"engram-memory-mcp/{purpose}/v1".encode()).derive(root)
+
+
+class DigestKeyer:
+    """Stored payload digests as an HMAC-SHA256 under a server secret.
+
+    A plain payload digest in the database lets anyone with a copy of the file
+    confirm a guess of the content, even after the content itself was withdrawn
+    or forgotten. Outside admitted records the store keeps only this keyed
+    form, bound to the scope, so the same content in two scopes does not match
+    either; equality within a scope (the tombstone check) still works. The
+    public digest stays inside an admitted record's body, which forget deletes.
+    """
+
+    __slots__ = ("_key",)
+
+    def __init__(self, key: bytes) -> None:
+        if len(key) < 32:
+            raise ValueError("the digest key must be at least 32 bytes")
+        self._key = bytes(key)
+
+    def __repr__(self) -> str:
+        return "DigestKeyer(key=<redacted>)"
+
+    def stored(self, digest: str, scope: Scope) -> str:
+        """The keyed form of a public digest; a value already keyed is returned unchanged."""
+        if digest.startswith(KEYED_DIGEST_PREFIX):
+            return digest
+        message = b"".join((_KEYED_DOMAIN, _field(scope.tenant), _field(scope.workspace), _field(digest)))
+        return KEYED_DIGEST_PREFIX + hmac.new(self._key, message, hashlib.sha256).hexdigest()
 
 
 def write_kek(path: str | os.PathLike[str]) -> bytes:

@@ -15,7 +15,9 @@ from typing import Any
 
 from engram_mcp.contract import load
 from engram_mcp.contract.binding import generate_host_key, private_key_pem, public_key_pem
+from engram_mcp.reference._config import transport_toml_lines
 from engram_mcp.reference._crypto import write_kek
+from engram_mcp.reference._quotas import toml_lines as quota_toml_lines
 
 ALL_TOOLS = list(load().tools)
 READ_AND_CAPTURE = ["engram_memory_search", "engram_memory_get", "engram_memory_capture"]
@@ -66,11 +68,13 @@ def _scope_tables(header: str) -> list[str]:
     return lines
 
 
-def _write(path: Path, data: bytes | str, private: bool = False) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
+def _write(path: Path, data: bytes | str) -> Path:
+    """Write a file only its owner can read: created 0600 (a re-init also narrows an older, looser file)."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     raw = data.encode("utf-8") if isinstance(data, str) else data
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as handle:
+        os.fchmod(handle.fileno(), 0o600)
         handle.write(raw)
     return path
 
@@ -78,7 +82,7 @@ def _write(path: Path, data: bytes | str, private: bool = False) -> Path:
 def write_configuration(directory: Path, *, seed: str) -> list[Path]:
     directory = Path(directory).resolve()
     keys = directory / "keys"
-    keys.mkdir(parents=True, exist_ok=True)
+    keys.mkdir(mode=0o700, parents=True, exist_ok=True)  # keys, config and store are private to the server's user
     kek = keys / "kek.bin"
     if not kek.exists():  # a re-init keeps the key, so an existing store stays readable
         write_kek(kek)
@@ -88,9 +92,9 @@ def write_configuration(directory: Path, *, seed: str) -> list[Path]:
     bearer = secrets.token_urlsafe(32)
     written = [
         kek,
-        _write(keys / "host.key.pem", private_key_pem(private), private=True),
+        _write(keys / "host.key.pem", private_key_pem(private)),
         _write(keys / "host.pub.pem", public_key_pem(public)),
-        _write(keys / "http-bearer.txt", bearer + "\n", private=True),
+        _write(keys / "http-bearer.txt", bearer + "\n"),
     ]
     server = [
         "# engram-reference configuration. Memory is off for any scope not listed with memory = true.",
@@ -99,6 +103,13 @@ def write_configuration(directory: Path, *, seed: str) -> list[Path]:
         'store = "store/engram.sqlite3"',
         'kek_file = "keys/kek.bin"',
         'http_bearer_token_file = "keys/http-bearer.txt"',
+        "# full: every commit is on disk before its call returns, through power loss too (normal: a crash",
+        "# keeps commits, power loss may drop the last ones; extra: SQLite's most cautious level).",
+        'synchronous = "full"',
+        "",
+        *quota_toml_lines(),
+        "",
+        *transport_toml_lines(),
         "",
         "# Host keys this server trusts, by JWS key id.",
         "[host_keys]",

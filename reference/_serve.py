@@ -1,4 +1,4 @@
-"""Transports: stdio, and streamable HTTP behind a host bearer token."""
+"""Transports: stdio, and streamable HTTP behind a host bearer token; both with bounded messages."""
 
 from __future__ import annotations
 
@@ -10,17 +10,20 @@ import uvicorn
 from mcp.server.transport_security import TransportSecuritySettings
 
 from engram_mcp.reference._config import ServerConfig
+from engram_mcp.reference._http_deadlines import deadline_protocol
+from engram_mcp.reference._http_messages import MessageGuard
 from engram_mcp.reference._server import ReferenceServer
 from engram_mcp.reference._stdio import stdio_transport
 
 _LOCAL = ("127.0.0.1", "localhost", "[::1]")
+MCP_PATH = "/mcp"
 
 
 def serve_stdio(config: ServerConfig) -> None:
     reference = ReferenceServer(config)
 
     async def run() -> None:
-        async with stdio_transport() as (read, write):
+        async with stdio_transport(config.transport.max_message_bytes) as (read, write):
             await reference.server.run(read, write, reference.server.create_initialization_options())
 
     try:
@@ -57,15 +60,23 @@ def http_app(reference: ReferenceServer, host: str, port: int) -> Any:
         allowed_hosts=[f"{name}:{port}" for name in names],
         allowed_origins=[f"http://{name}:{port}" for name in names],
     )
-    app = reference.server.streamable_http_app(host=host, transport_security=security)
-    return BearerGuard(app, reference.config.http_bearer_token)
+    max_bytes = reference.config.transport.max_message_bytes
+    app = reference.server.streamable_http_app(
+        streamable_http_path=MCP_PATH, host=host, transport_security=security, max_request_body_size=max_bytes
+    )
+    return BearerGuard(MessageGuard(app, MCP_PATH, max_bytes), reference.config.http_bearer_token)
 
 
 def serve_http(config: ServerConfig, host: str, port: int) -> None:
     reference = ReferenceServer(config)
+    limits = config.transport
     try:
-        server = uvicorn.Server(uvicorn.Config(http_app(reference, host, port), host=host, port=port,
-                                               log_level="warning", lifespan="on"))
+        server = uvicorn.Server(uvicorn.Config(
+            http_app(reference, host, port), host=host, port=port, log_level="warning", lifespan="on",
+            # h11 pinned (not "auto"), since the deadlines live in its protocol class.
+            http=deadline_protocol(limits.http_header_timeout_seconds, limits.http_body_timeout_seconds),
+            limit_concurrency=limits.http_max_connections,
+        ))
         server.run()
     finally:
         reference.close()

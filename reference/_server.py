@@ -110,9 +110,11 @@ class ReferenceServer:
 
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
-        self.store = Store(config.store)
-        self.engine = Engine(self.store, AesGcmCipher(config.kek), config.policy_for, config.derived_key("page-cursor"))
-        self.audit = AuditJournal(self.store)
+        self.store = Store(config.store, synchronous=config.synchronous)
+        self.engine = Engine(self.store, AesGcmCipher(config.kek), config.policy_for, config.derived_key("page-cursor"),
+                             digest_key=config.derived_key("stored-digest"), limits=config.limits)
+        self.audit = AuditJournal(self.store, refused_rows=config.limits.expiry.refused_audit_rows)
+        self.engine.start_housekeeping()
         self.sealer = ConfirmationSealer(config.derived_key("request-state"))
         self.oracle = ArgumentOracle()
         self.tools = {name: _advertised(name) for name in _CONTRACT.tools}
@@ -185,7 +187,9 @@ class ReferenceServer:
     ) -> Outcome | types.InputRequiredResult:
         arguments = params.arguments if params.arguments is not None else {}
         now = datetime.now(UTC)
-        verdict = self.oracle.verdict(tool, arguments, now=now)
+        if not self.engine.admit_call(binding, now):
+            return Outcome(code="RATE_LIMITED")  # over a call quota: refused before anything is read or written
+        verdict = self.oracle.verdict(tool, arguments)  # every rule but the clock's (EMC-HP-022 step 3)
         if not verdict.valid:
             return Outcome(code=verdict.code)
         arguments = _integral(arguments)
@@ -195,6 +199,10 @@ class ReferenceServer:
             replay = await anyio.to_thread.run_sync(self.engine.replay, tool, binding, arguments)
             if replay is not None:
                 return replay  # a completed mutation is never confirmed twice
+        # The clock judges a first execution only: a retry keeps the retention of its first capture (EMC-IDEM-013).
+        timely = self.oracle.clock_verdict(tool, arguments, now=now)
+        if not timely.valid:
+            return Outcome(code=timely.code)
         policy = self.config.policy_for(scope_of(binding))
         gated = {t for t, on in (("engram_memory_capture", policy.confirm_capture),
                                  ("engram_memory_request_admission", policy.confirm_admission)) if on}
@@ -257,4 +265,5 @@ class ReferenceServer:
             log.exception("audit journal write failed")
 
     def close(self) -> None:
+        self.engine.stop_housekeeping()
         self.store.close()

@@ -1,16 +1,19 @@
-"""The stdio transport: the SDK's framing, plus an answer to every line that is not a valid message.
+"""The stdio transport: newline-delimited JSON-RPC, read in bounded chunks; every line answered or dropped by rule.
 
-The SDK's stdio_server drops a line it cannot validate without a word, so a
-client that sent, say, a lone surrogate (legal JSON text, not encodable as
-UTF-8) waits forever. Here such a line gets a JSON-RPC error, with its id when
-one can be read: every request is answered (EMC-ENC-009).
+Not the SDK's stdio_server, for two reasons. It holds a whole line in memory
+whatever its length, and it drops a line it cannot validate without a word,
+so a client that sent, say, a lone surrogate waits forever. Here a line
+longer than ``max_line_bytes`` is refused as soon as the cap is passed and the
+rest of it is skipped unread, and every other line is judged by
+``_jsonrpc.classify``. Nothing a client writes can end the process: only the
+end of stdin does.
 """
 
 from __future__ import annotations
 
-import json
+import logging
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from io import TextIOWrapper
 from typing import Any
@@ -20,59 +23,102 @@ import mcp_types as types
 from mcp.shared._context_streams import create_context_streams
 from mcp.shared.message import SessionMessage
 
-PARSE_ERROR = types.ErrorData(code=types.PARSE_ERROR, message="Parse error")
-INVALID_REQUEST = types.ErrorData(code=types.INVALID_REQUEST, message="Invalid request")
+from engram_mcp.reference._jsonrpc import INTERNAL_ERROR, TOO_LARGE, Refusal, classify, refusal
+
+log = logging.getLogger("engram_mcp.reference")
+
+CHUNK_BYTES = 64 * 1024
 
 
-def refusal(line: str) -> types.JSONRPCError | None:
-    """The error a line that is not a valid message deserves; None for a notification (nothing to answer)."""
-    try:
-        message = json.loads(line)
-    except ValueError:
-        return types.JSONRPCError(jsonrpc="2.0", id=None, error=PARSE_ERROR)
-    if not isinstance(message, dict):
-        return types.JSONRPCError(jsonrpc="2.0", id=None, error=INVALID_REQUEST)
-    request_id: Any = message.get("id")
-    if "method" in message and request_id is None:
+class OverlongLine:
+    """Stands for a line that passed the cap: its bytes were not kept."""
+
+
+OVERLONG = OverlongLine()
+
+
+async def read_lines(read_chunk: Callable[[], Awaitable[bytes]], max_line_bytes: int) -> AsyncIterator[bytes | OverlongLine]:
+    """Each line without its end of line, or OVERLONG the moment a line passes the cap (its rest is then skipped).
+
+    The cap counts the line's bytes without "\n" or "\r\n". At most ``max_line_bytes`` plus one chunk
+    is held at any time.
+    """
+    pending = bytearray()
+    skipping = False
+    while chunk := await read_chunk():
+        start = 0
+        while (end := chunk.find(b"\n", start)) != -1:
+            piece = chunk[start:end]
+            start = end + 1
+            if skipping:
+                skipping = False
+                continue
+            pending += piece
+            if len(pending) - pending.endswith(b"\r") > max_line_bytes:
+                yield OVERLONG
+            else:
+                yield bytes(pending)
+            pending.clear()
+        if not skipping:
+            pending += chunk[start:]
+            if len(pending) > max_line_bytes + 1:  # one byte of room for a "\r" still to be followed by "\n"
+                pending.clear()
+                skipping = True
+                yield OVERLONG
+    if pending and not skipping:  # a last line without an end of line
+        yield OVERLONG if len(pending) - pending.endswith(b"\r") > max_line_bytes else bytes(pending)
+
+
+def _reply_to(line: bytes | OverlongLine) -> SessionMessage | Refusal | None:
+    if isinstance(line, OverlongLine):
+        return refusal(TOO_LARGE)
+    if not line.strip():
         return None
-    if not isinstance(request_id, int | str) or isinstance(request_id, bool):
-        request_id = None
-    return types.JSONRPCError(jsonrpc="2.0", id=request_id, error=PARSE_ERROR)
+    try:
+        judged = classify(line)
+    except Exception:  # a fault in the judging itself still answers, and the reader reads on
+        log.exception("a line could not be judged")
+        return refusal(INTERNAL_ERROR)
+    if judged is None or isinstance(judged, Refusal):
+        return judged
+    return SessionMessage(judged)
 
 
 @asynccontextmanager
-async def stdio_transport() -> AsyncIterator[tuple[Any, Any]]:
-    stdin = anyio.wrap_file(TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="surrogateescape"))
+async def stdio_transport(max_line_bytes: int) -> AsyncIterator[tuple[Any, Any]]:
+    stdin = anyio.wrap_file(sys.stdin.buffer)
     stdout = anyio.wrap_file(TextIOWrapper(sys.stdout.buffer, encoding="utf-8"))
     read_writer, read_stream = create_context_streams[SessionMessage | Exception](0)
     write_stream, write_reader = create_context_streams[SessionMessage](0)
+    lock = anyio.Lock()
 
-    async def write(message: Any) -> None:
-        await stdout.write(message.model_dump_json(by_alias=True, exclude_unset=True) + "\n")
-        await stdout.flush()
+    async def write(message: types.JSONRPCMessage) -> None:
+        try:
+            text = message.model_dump_json(by_alias=True, exclude_unset=True)
+        except Exception:  # an answer that cannot be written still answers its request
+            log.exception("a message could not be serialised")
+            request_id = getattr(message, "id", None)
+            if request_id is None or isinstance(message, types.JSONRPCRequest | types.JSONRPCNotification):
+                return
+            text = refusal(INTERNAL_ERROR, request_id).reply.model_dump_json(by_alias=True, exclude_unset=True)
+        async with lock:
+            await stdout.write(text + "\n")
+            await stdout.flush()
 
     async def reader() -> None:
         async with read_writer:
-            async for line in stdin:
-                if not line.strip():
-                    continue
-                try:
-                    message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                except Exception:
-                    error = refusal(line)
-                    if error is not None:
-                        async with lock:
-                            await write(error)
-                    continue
-                await read_writer.send(SessionMessage(message))
+            async for line in read_lines(lambda: stdin.read1(CHUNK_BYTES), max_line_bytes):
+                reply = _reply_to(line)
+                if isinstance(reply, SessionMessage):
+                    await read_writer.send(reply)
+                elif reply is not None:
+                    await write(reply.reply)
 
     async def writer() -> None:
         async with write_reader:
             async for session_message in write_reader:
-                async with lock:
-                    await write(session_message.message)
+                await write(session_message.message)
 
-    lock = anyio.Lock()
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(reader)
         tasks.start_soon(writer)

@@ -1,21 +1,42 @@
-"""The embedded store: one SQLite file in WAL mode.
+"""The embedded store: one SQLite file in WAL mode, private to the user that runs the server.
 
-Every mutation touches only the rows it changes (no whole-table rewrites), runs
-inside ``BEGIN IMMEDIATE`` so there is one writer at a time, and is durable
-once the call returns: a committed WAL frame survives the process being killed.
-Pending candidates are stored sealed; forgetting scrubs the record's text from
-the database file and the WAL (``secure_delete``, an FTS5 optimize, a
-truncating checkpoint), because this SQLite has no FTS5 secure-delete option.
+Every mutation touches only the rows it changes (no whole-table rewrites) and
+runs inside ``BEGIN IMMEDIATE``, so there is one writer at a time. A commit is
+durable once the call returns, through power loss too: ``synchronous = FULL``
+syncs the WAL at every commit (configurable; see the README).
+
+Pending candidates are stored sealed. An erasure (withdraw, forget) deletes the
+data with ``secure_delete`` on, so freed space is zeroed, and queues itself in
+the erasure ledger (reference/_erasure.py) until a truncating checkpoint has
+pushed the old page images out of the WAL; this SQLite has no FTS5
+secure-delete option, so forget also rewrites the scope's index ('optimize').
+
+Several server processes may share one store (the conformance harness opens a
+process per session): SQLite serializes their writes, ``<store>.lock`` is held
+while a process opens and migrates the store, and an erasure that another
+process's read still pins stays pending until any of them settles it.
+``verify`` opens the store read-only and takes no lock. The directory is
+created 0700 and the database file 0600; SQLite gives its -wal and -shm files
+the database file's mode.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from engram_mcp.reference._erasure import ErasureLedger
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not a POSIX system: no inter-process lock
+    fcntl = None  # type: ignore[assignment]
 
 # Each entry upgrades the schema by one version; never edit a shipped entry.
 MIGRATIONS: tuple[str, ...] = (
@@ -94,26 +115,139 @@ MIGRATIONS: tuple[str, ...] = (
         previous_hash TEXT NOT NULL
     );
     """,
+    """
+    -- Erasure ledger (reference/_erasure.py): each withdraw or forget whose erased
+    -- bytes may still sit in a store file, until the backend's flush removes them.
+    -- Ids, cursors and times only, never content.
+    CREATE TABLE erasures (
+        erasure_id INTEGER PRIMARY KEY,
+        subject TEXT NOT NULL CHECK (subject IN ('candidate_key', 'record_content')),
+        tenant TEXT NOT NULL,
+        workspace TEXT NOT NULL,
+        subject_id TEXT NOT NULL,
+        cursor INTEGER NOT NULL,
+        requested_at TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('pending', 'complete')),
+        completed_at TEXT
+    );
+    CREATE INDEX erasures_pending ON erasures (erasure_id) WHERE state = 'pending';
+    """,
+    """
+    -- Resource bounds (reference/_quotas.py): when each candidate was captured, for
+    -- its expiry, and how many sealed bytes it holds, for the byte quotas.
+    ALTER TABLE candidates ADD COLUMN created_ms INTEGER;
+    ALTER TABLE candidates ADD COLUMN body_bytes INTEGER NOT NULL DEFAULT 0;
+    UPDATE candidates SET created_ms = (
+        SELECT CAST(ROUND((julianday(json_extract(j.event, '$.recorded_at')) - 2440587.5) * 86400000) AS INTEGER)
+        FROM journal j WHERE j.cursor = candidates.created_cursor
+    );
+    UPDATE candidates SET body_bytes = COALESCE(length(ciphertext), (
+        SELECT length(CAST(r.body AS BLOB)) FROM records r
+        WHERE r.tenant = candidates.tenant AND r.workspace = candidates.workspace
+          AND r.record_id = candidates.record_id AND r.state = 'accepted_current'
+    ), 0);
+    CREATE INDEX candidates_pending_age ON candidates (created_ms) WHERE state = 'pending';
+    CREATE INDEX candidates_holder ON candidates (tenant, principal, state);
+
+    -- Confirmation states are purged once expired, oldest first.
+    CREATE INDEX consumed_states_age ON consumed_states (consumed_at);
+
+    -- The audit journal keeps two hash chains: 'main' (calls answered, and every row
+    -- written before this version) and 'refused' (calls refused), whose oldest rows are
+    -- compacted into a checkpoint: the hash and seq of the last row removed.
+    ALTER TABLE audit ADD COLUMN chain TEXT NOT NULL DEFAULT 'main';
+    CREATE INDEX audit_chain ON audit (chain, seq);
+    CREATE TABLE audit_checkpoints (
+        chain TEXT PRIMARY KEY,
+        through_seq INTEGER NOT NULL,
+        entry_hash TEXT NOT NULL,
+        rows_compacted INTEGER NOT NULL
+    );
+    """,
 )
+
+SYNCHRONOUS_LEVELS = ("normal", "full", "extra")  # 'off' is never offered: a commit must survive a crash
+DEFAULT_SYNCHRONOUS = "full"  # WAL + FULL: each commit is synced before the call returns, so power loss keeps it
+# When an erasure's flush tries again (seconds after the previous try) before it answers pending. Each
+# try gives up at once if a reader is in the way, so other calls never wait behind a flush for long.
+FLUSH_RETRY_DELAYS = (0.0, 0.01, 0.03, 0.06, 0.1)
+ERASURE_RETRY_INTERVAL = 1.0  # seconds between background attempts to settle pending erasures
+
+
+def lock_path(path: Path) -> Path:
+    return path.with_name(path.name + ".lock")
+
+
+def _private_file(path: Path) -> None:
+    """Create ``path`` empty with mode 0600 unless it exists; SQLite then fills it (and copies its mode to -wal/-shm)."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        pass
+
+
+@contextmanager
+def _opening_lock(path: Path) -> Iterator[None]:
+    """Hold ``<store>.lock`` exclusively while opening: two processes starting at once never migrate twice."""
+    if fcntl is None:
+        yield
+        return
+    fd = os.open(lock_path(path), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock; the file stays, harmlessly
 
 
 class Store:
-    """A connection to the store file, shared by the server's threads under one lock."""
+    """A connection to the store file, shared by the server's threads under one lock.
 
-    def __init__(self, path: Path) -> None:
+    ``read_only`` opens the file for inspection (``verify``): no lock file, no
+    migration, no background work, so it runs beside a serving process.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        synchronous: str = DEFAULT_SYNCHRONOUS,
+        read_only: bool = False,
+        flush_retry_delays: tuple[float, ...] = FLUSH_RETRY_DELAYS,
+        erasure_retry_interval: float = ERASURE_RETRY_INTERVAL,
+    ) -> None:
+        if synchronous not in SYNCHRONOUS_LEVELS:
+            raise ValueError(f"synchronous must be one of {', '.join(SYNCHRONOUS_LEVELS)}")
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.read_only = read_only
         self._lock = threading.RLock()
-        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
-        self._db.row_factory = sqlite3.Row
-        for pragma in (
-            "journal_mode = WAL",
-            "synchronous = NORMAL",  # WAL + NORMAL: committed frames survive a killed process
-            "secure_delete = ON",  # freed pages are zeroed, so deleted text leaves the file
-            "foreign_keys = ON",
-        ):
-            self._db.execute(f"PRAGMA {pragma}")
-        self._migrate()
+        self._flush_lock = threading.Lock()
+        self._flusher: sqlite3.Connection | None = None
+        self._flush_retry_delays = flush_retry_delays
+        self.erasures = ErasureLedger(self, retry_interval=erasure_retry_interval)
+        if read_only:
+            uri = f"{self.path.resolve().as_uri()}?mode=ro"
+            self._db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=30)
+            self._db.row_factory = sqlite3.Row
+            self._db.execute("PRAGMA query_only = ON")
+            return
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with _opening_lock(self.path):
+            _private_file(self.path)
+            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+            self._db.row_factory = sqlite3.Row
+            for pragma in (
+                "journal_mode = WAL",
+                f"synchronous = {synchronous.upper()}",
+                "secure_delete = ON",  # freed pages and cells are zeroed, so deleted text leaves the file
+                "foreign_keys = ON",
+            ):
+                self._db.execute(f"PRAGMA {pragma}")
+            self._migrate()
+            # A second connection, without a busy wait, only for erasure checkpoints: a try that
+            # meets a reader gives up at once, and nothing here holds this store's lock.
+            self._flusher = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=0)
+        self.erasures.start()
 
     def _migrate(self) -> None:
         with self._lock:
@@ -127,6 +261,11 @@ class Store:
     @property
     def schema_version(self) -> int:
         return int(self._db.execute("PRAGMA user_version").fetchone()[0])
+
+    @property
+    def synchronous(self) -> str:
+        level = int(self._db.execute("PRAGMA synchronous").fetchone()[0])
+        return {0: "off", 1: "normal", 2: "full", 3: "extra"}[level]
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
@@ -150,21 +289,41 @@ class Store:
             finally:
                 self._db.execute("COMMIT")
 
-    def scrub(self, fts_table: str | None = None) -> None:
-        """Push deleted text out of an FTS index, the database file and the WAL.
+    def flush_residues(self) -> bool:
+        """Truncate the WAL, so no old page image of erased data is left in any store file.
 
-        FTS5 deletes only append delete markers; 'optimize' rewrites the index
-        without the deleted rows, secure_delete zeroes the freed pages, and the
-        truncating checkpoint drops the old page images from the WAL.
+        With ``secure_delete`` the new page images hold zeros where the erased
+        bytes were; a truncating checkpoint copies them over the database file
+        and empties the WAL. It cannot finish while any connection, in any
+        process, still reads an older snapshot. Each try gives up at once when
+        it meets one (SQLite's writer lock is held only for the try itself), and
+        the tries are spaced by ``flush_retry_delays``; after the last, False.
         """
-        with self._lock:
-            if fts_table is not None:
-                self._db.execute(f"INSERT INTO {fts_table} ({fts_table}) VALUES ('optimize')")
-            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        if self._flusher is None:
+            return False
+        with self._flush_lock:
+            for delay in self._flush_retry_delays:
+                time.sleep(delay)
+                try:
+                    busy = self._flusher.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+                except sqlite3.Error:
+                    continue
+                if busy == 0:
+                    return True
+        return False
 
     def close(self) -> None:
+        self.erasures.stop()
         with self._lock:
             self._db.close()
+            if self._flusher is not None:
+                with self._flush_lock:
+                    self._flusher.close()
+
+
+def optimize_fts(db: sqlite3.Connection, fts_table: str) -> None:
+    """FTS5 deletes only append delete markers; 'optimize' rewrites the index without the deleted rows."""
+    db.execute(f"INSERT INTO {fts_table} ({fts_table}) VALUES ('optimize')")
 
 
 def row_dict(row: sqlite3.Row | None) -> dict[str, Any] | None:

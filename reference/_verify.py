@@ -1,38 +1,104 @@
-"""engram-reference verify: the store file's integrity and both hash chains."""
+"""engram-reference verify: the store's integrity, both hash chains, outstanding erasures and file modes.
+
+It opens the store read-only and takes no lock, so it runs beside a serving
+process. Its read snapshot does pin the write-ahead log while it runs: an
+erasure made meanwhile answers `pending` and finishes once verify is done.
+"""
 
 from __future__ import annotations
 
 import json
+import sqlite3
+import stat
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from engram_mcp.contract import ZERO_DIGEST, receipt_digest
 from engram_mcp.reference._audit import AuditJournal
 from engram_mcp.reference._config import ServerConfig
-from engram_mcp.reference._store import MIGRATIONS, Store
+from engram_mcp.reference._erasure import ErasureLedger, pending_lines
+from engram_mcp.reference._store import MIGRATIONS, Store, lock_path
+
+PRIVATE_DIRECTORY = 0o700
+PRIVATE_FILE = 0o600
+
+
+@dataclass
+class Findings:
+    problems: list[str] = field(default_factory=list)  # verification fails
+    warnings: list[str] = field(default_factory=list)  # loosened file modes
+    pending_erasures: list[str] = field(default_factory=list)  # erased bytes that may still sit in a store file
 
 
 def verify_store(config: ServerConfig) -> list[str]:
     """Problems found, as constant descriptions; empty when everything verifies."""
+    return inspect_store(config).problems
+
+
+def inspect_store(config: ServerConfig) -> Findings:
+    findings = Findings(warnings=loose_modes(config))
     if not config.store.exists():
-        return ["the store file does not exist"]
-    store = Store(config.store)
-    problems: list[str] = []
+        findings.problems.append("the store file does not exist")
+        return findings
+    store = Store(config.store, read_only=True)
     try:
         with store.read() as db:
             if db.execute("PRAGMA integrity_check").fetchone()[0] != "ok":
-                problems.append("sqlite integrity check failed")
+                findings.problems.append("sqlite integrity check failed")
             if store.schema_version != len(MIGRATIONS):
-                problems.append("the store schema is not at the current version")
-            previous, expected_cursor = ZERO_DIGEST, 1
-            for row in db.execute("SELECT cursor, event, event_hash, previous_hash FROM journal ORDER BY cursor"):
-                body = json.loads(row["event"])
-                if row["cursor"] != expected_cursor:
-                    problems.append(f"journal cursor gap before {row['cursor']}")
-                if row["previous_hash"] != previous or body.get("previous_event_hash") != previous:
-                    problems.append(f"journal chain broken at cursor {row['cursor']}")
-                if receipt_digest("memory-journal-event", body, "event_hash") != row["event_hash"]:
-                    problems.append(f"journal event {row['cursor']} does not match its hash")
-                previous, expected_cursor = row["event_hash"], row["cursor"] + 1
-        problems += [f"audit chain broken at entry {seq}" for seq in AuditJournal(store).verify()]
+                findings.problems.append("the store schema is not at the current version")
+            findings.problems += _journal_problems(db)
+            if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'erasures'").fetchone():
+                findings.pending_erasures = list(pending_lines(ErasureLedger.outstanding_in(db)))
+        findings.problems += [f"audit chain broken at entry {seq}" for seq in AuditJournal(store).verify()]
     finally:
         store.close()
+    return findings
+
+
+def _journal_problems(db: sqlite3.Connection) -> list[str]:
+    problems: list[str] = []
+    previous, expected_cursor = ZERO_DIGEST, 1
+    for row in db.execute("SELECT cursor, event, event_hash, previous_hash FROM journal ORDER BY cursor"):
+        body = json.loads(row["event"])
+        if row["cursor"] != expected_cursor:
+            problems.append(f"journal cursor gap before {row['cursor']}")
+        if row["previous_hash"] != previous or body.get("previous_event_hash") != previous:
+            problems.append(f"journal chain broken at cursor {row['cursor']}")
+        if receipt_digest("memory-journal-event", body, "event_hash") != row["event_hash"]:
+            problems.append(f"journal event {row['cursor']} does not match its hash")
+        previous, expected_cursor = row["event_hash"], row["cursor"] + 1
     return problems
+
+
+def private_paths(config: ServerConfig) -> list[tuple[Path, int]]:
+    """Every path that must stay private to the server's user, with the mode it is created with."""
+    store = config.store
+    paths = [(store.parent, PRIVATE_DIRECTORY)]
+    paths += [(Path(f"{store}{suffix}"), PRIVATE_FILE) for suffix in ("", "-wal", "-shm")]
+    paths += [(lock_path(store), PRIVATE_FILE), (config.path, PRIVATE_FILE)]
+    try:
+        data = tomllib.loads(config.path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return paths
+    base = config.path.parent
+    server = data.get("server", {})
+    named = [server.get("kek_file"), server.get("http_bearer_token_file"), *data.get("host_keys", {}).values()]
+    for key_file in named:
+        if isinstance(key_file, str):
+            paths.append((base / key_file, PRIVATE_FILE))
+    return paths
+
+
+def loose_modes(config: ServerConfig) -> list[str]:
+    """A warning for each existing private path that group or others may access."""
+    warnings = []
+    for path, wanted in private_paths(config):
+        try:
+            mode = stat.S_IMODE(path.stat().st_mode)
+        except OSError:
+            continue  # absent (no WAL yet, say): nothing to expose
+        if mode & 0o077:
+            warnings.append(f"{path} is mode {mode:04o}: group or others can reach it; it should be {wanted:04o}")
+    return warnings

@@ -1,0 +1,152 @@
+"""The erasure ledger: a withdraw or a forget is `complete` only once no store file holds what it erased.
+
+Deleting a row takes it out of the live database at once, but every storage
+engine keeps older copies for its own reasons for a while: SQLite keeps page
+images in the write-ahead log until a checkpoint resets it, and PostgreSQL keeps
+dead tuples until VACUUM and WAL segments until they are recycled. A reader
+holding an old snapshot (a second process, a backup, a shell) pins them.
+
+So each erasure is written to the ``erasures`` table in the same transaction as
+the delete, as `pending`. The backend then tries, briefly, the one step that
+drops its old copies (``ResidueFlusher.flush_residues``), and only when that step
+succeeds are the erasures committed before it marked `complete`. Whatever is
+left pending is retried in the background and after a restart, and
+``engram-reference verify`` lists it. Nothing here holds the store's lock while
+waiting for other readers.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal, Protocol
+
+from engram_mcp.contract.validation import instant
+
+log = logging.getLogger("engram_mcp.reference")
+
+Subject = Literal["candidate_key", "record_content"]
+SUBJECTS: tuple[Subject, ...] = ("candidate_key", "record_content")
+
+
+class ResidueFlusher(Protocol):
+    """What a backend offers the ledger: transactions, and one step that drops old copies of deleted data."""
+
+    def read(self) -> AbstractContextManager[Any]: ...
+
+    def write(self) -> AbstractContextManager[Any]: ...
+
+    def flush_residues(self) -> bool:
+        """Drop every retained copy of deleted data, without blocking for long; True only when all are gone.
+
+        SQLite: a truncating WAL checkpoint that no reader blocks. PostgreSQL, by
+        the same rule: no open snapshot older than the erasure (``backend_xmin``
+        in ``pg_stat_activity``), a VACUUM of the tables it touched, and a
+        CHECKPOINT after which the older WAL segments are recycled (none held
+        back for archiving or by a replication slot).
+        """
+        ...
+
+
+@dataclass(frozen=True)
+class Outstanding:
+    """An erasure whose bytes may still be in a store file: ids and times only, never content."""
+
+    erasure_id: int
+    subject: Subject
+    tenant: str
+    workspace: str
+    subject_id: str
+    cursor: int
+    requested_at: str
+
+
+class ErasureLedger:
+    """Records erasures with their delete, settles them when the backend's flush succeeds, retries in the background."""
+
+    def __init__(self, store: ResidueFlusher, *, retry_interval: float = 1.0) -> None:
+        self.store = store
+        self.retry_interval = retry_interval
+        self._settling = threading.Lock()  # one flush attempt at a time; never the store's own lock
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- inside the erasing transaction ---------------------------------------------
+
+    @staticmethod
+    def record(db: Any, subject: Subject, tenant: str, workspace: str, subject_id: str, cursor: int) -> int:
+        """Queue an erasure as pending, in the caller's transaction; its id."""
+        if subject not in SUBJECTS:
+            raise ValueError("unknown erasure subject")
+        return db.execute(
+            "INSERT INTO erasures (subject, tenant, workspace, subject_id, cursor, requested_at, state) "
+            "VALUES (?, ?, ?, ?, ?, ?, 'pending')",
+            (subject, tenant, workspace, subject_id, cursor, instant(datetime.now(UTC))),
+        ).lastrowid
+
+    @staticmethod
+    def is_complete(db: Any, erasure_id: int) -> bool:
+        row = db.execute("SELECT state FROM erasures WHERE erasure_id = ?", (erasure_id,)).fetchone()
+        return row is not None and row[0] == "complete"
+
+    @staticmethod
+    def outstanding_in(db: Any) -> list[Outstanding]:
+        rows = db.execute(
+            "SELECT erasure_id, subject, tenant, workspace, subject_id, cursor, requested_at "
+            "FROM erasures WHERE state = 'pending' ORDER BY erasure_id"
+        ).fetchall()
+        return [Outstanding(*tuple(row)) for row in rows]
+
+    # -- settling -----------------------------------------------------------------------
+
+    def outstanding(self) -> list[Outstanding]:
+        with self.store.read() as db:
+            return self.outstanding_in(db)
+
+    def settle(self) -> frozenset[int]:
+        """One attempt: flush the backend's old copies and mark the erasures it covered complete."""
+        with self._settling:
+            pending = [o.erasure_id for o in self.outstanding()]
+            if not pending or not self.store.flush_residues():
+                return frozenset()
+            # Every id read above was committed before the flush began, so the flush covered it.
+            done = instant(datetime.now(UTC))
+            with self.store.write() as db:
+                db.executemany(
+                    "UPDATE erasures SET state = 'complete', completed_at = ? WHERE erasure_id = ? AND state = 'pending'",
+                    [(done, erasure_id) for erasure_id in pending],
+                )
+            return frozenset(pending)
+
+    # -- background retry ----------------------------------------------------------------
+
+    def start(self) -> None:
+        """Retry pending erasures until ``stop``; the first attempt at once, so a restart resumes them."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="erasure-ledger", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.settle()
+            except Exception:  # a failed attempt is retried at the next tick; the erasure stays pending
+                log.exception("pending erasures could not be settled")
+            self._stop.wait(self.retry_interval)
+
+
+def pending_lines(outstanding: list[Outstanding]) -> Iterator[str]:
+    """verify's report of outstanding erasures: what, where and since when, never content."""
+    for item in outstanding:
+        yield (f"erasure {item.erasure_id} pending: {item.subject.replace('_', ' ')} of {item.subject_id} "
+               f"in {item.tenant}/{item.workspace}, requested at cursor {item.cursor} ({item.requested_at})")

@@ -1,0 +1,190 @@
+"""Resource bounds of the reference server: quotas per tenant and per principal, and expiry.
+
+Three quotas apply at once to each of two holders, the tenant (over all its
+workspaces) and the principal within that tenant:
+
+- ``pending_candidates``: candidates captured and not yet decided, withdrawn or expired;
+- ``bytes``: sealed bytes of the candidates still held, pending or admitted and not forgotten;
+- ``calls_per_window``: tool calls served in one fixed window of ``window_seconds``.
+
+A call over any of them is refused with RATE_LIMITED (retriable) before it
+changes anything. Zero turns one quota off. The window counter lives in memory:
+a store serves one process, so nothing else counts the same calls.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Quota:
+    """One holder's bounds; 0 means unbounded."""
+
+    pending_candidates: int
+    bytes: int
+    calls_per_window: int
+
+
+@dataclass(frozen=True)
+class Quotas:
+    """``[quotas]`` of server.toml, with its defaults."""
+
+    # Defaults leave room for a full conformance run (thousands of candidates, bursts of cheap calls)
+    # while holding a runaway agent to about a thousand calls a second and a bounded store.
+    window_seconds: int = 60
+    tenant: Quota = field(default_factory=lambda: Quota(pending_candidates=50_000, bytes=1 << 30, calls_per_window=240_000))
+    principal: Quota = field(default_factory=lambda: Quota(pending_candidates=5_000, bytes=256 << 20, calls_per_window=60_000))
+
+
+@dataclass(frozen=True)
+class Expiry:
+    """``[expiry]`` of server.toml, with its defaults."""
+
+    pending_candidate_seconds: int = 7 * 24 * 3600  # an undecided candidate is shredded after this
+    refused_audit_rows: int = 100_000  # audit rows of refused calls kept; older ones are compacted
+
+
+@dataclass(frozen=True)
+class ResourceLimits:
+    quotas: Quotas = field(default_factory=Quotas)
+    expiry: Expiry = field(default_factory=Expiry)
+
+
+def over(used: int, adding: int, bound: int) -> bool:
+    """Whether ``used + adding`` would pass ``bound`` (0: no bound)."""
+    return bound > 0 and used + adding > bound
+
+
+class CallWindow:
+    """Counts calls per tenant and per (tenant, principal) in fixed windows; thread-safe.
+
+    Only the current window's counters are kept, so memory grows with the
+    holders active in one window, never with time.
+    """
+
+    def __init__(self, quotas: Quotas) -> None:
+        self.quotas = quotas
+        self._lock = threading.Lock()
+        self._window = -1
+        self._counts: dict[tuple[str, ...], int] = {}
+
+    def admit(self, tenant: str, principal: str, now: float) -> bool:
+        """Count one call and answer True, or answer False (and count nothing) when a bound is reached."""
+        window = int(now // self.quotas.window_seconds)
+        holders = (((tenant,), self.quotas.tenant.calls_per_window),
+                   ((tenant, principal), self.quotas.principal.calls_per_window))
+        with self._lock:
+            if window != self._window:
+                self._window, self._counts = window, {}
+            if any(over(self._counts.get(key, 0), 1, bound) for key, bound in holders):
+                return False
+            for key, _ in holders:
+                self._counts[key] = self._counts.get(key, 0) + 1
+        return True
+
+
+class Periodic:
+    """Runs a task every ``interval`` seconds on a daemon thread until stopped; a failure waits for the next tick."""
+
+    def __init__(self, task: Callable[[], object], *, name: str) -> None:
+        self._task, self._name = task, name
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self, interval: float) -> None:
+        if self._thread is None:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._run, args=(interval,), name=self._name, daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+
+    def _run(self, interval: float) -> None:
+        while not self._stop.wait(interval):
+            try:
+                self._task()
+            except Exception:
+                logging.getLogger("engram_mcp.reference").exception("%s failed; retried at the next tick", self._name)
+
+
+# -- server.toml -----------------------------------------------------------------
+
+
+class SettingError(ValueError):
+    """A quota or expiry setting is unusable; the message names it."""
+
+
+def _count(table: Mapping[str, Any], key: str, default: int, where: str, *, minimum: int = 0) -> int:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise SettingError(f"{where}: '{key}' must be an integer of at least {minimum}")
+    return value
+
+
+def _known(table: Mapping[str, Any], allowed: set[str], where: str) -> None:
+    unknown = sorted(set(table) - allowed)
+    if unknown:
+        raise SettingError(f"{where}: unknown setting '{unknown[0]}'")
+
+
+def _quota(table: Any, default: Quota, where: str) -> Quota:
+    if not isinstance(table, Mapping):
+        raise SettingError(f"{where} must be a table")
+    names = {f.name for f in fields(Quota)}
+    _known(table, names, where)
+    return Quota(**{name: _count(table, name, getattr(default, name), where) for name in sorted(names)})
+
+
+def parse_limits(quotas: Any, expiry: Any) -> ResourceLimits:
+    """``[quotas]`` and ``[expiry]`` as read from TOML (absent tables are empty)."""
+    if not isinstance(quotas, Mapping) or not isinstance(expiry, Mapping):
+        raise SettingError("quotas and expiry must be tables")
+    base = ResourceLimits()
+    _known(quotas, {"window_seconds", "tenant", "principal"}, "quotas")
+    _known(expiry, {f.name for f in fields(Expiry)}, "expiry")
+    return ResourceLimits(
+        quotas=Quotas(
+            window_seconds=_count(quotas, "window_seconds", base.quotas.window_seconds, "quotas", minimum=1),
+            tenant=_quota(quotas.get("tenant", {}), base.quotas.tenant, "quotas.tenant"),
+            principal=_quota(quotas.get("principal", {}), base.quotas.principal, "quotas.principal"),
+        ),
+        expiry=Expiry(
+            pending_candidate_seconds=_count(expiry, "pending_candidate_seconds",
+                                             base.expiry.pending_candidate_seconds, "expiry", minimum=1),
+            refused_audit_rows=_count(expiry, "refused_audit_rows", base.expiry.refused_audit_rows, "expiry", minimum=1),
+        ),
+    )
+
+
+def toml_lines(limits: ResourceLimits | None = None) -> list[str]:
+    """The ``[quotas]`` and ``[expiry]`` tables with their values, as ``engram-reference init`` writes them."""
+    limits = limits or ResourceLimits()
+    q, e = limits.quotas, limits.expiry
+
+    def quota(name: str, value: Quota) -> list[str]:
+        return [f"[quotas.{name}]", f"pending_candidates = {value.pending_candidates}",
+                f"bytes = {value.bytes}", f"calls_per_window = {value.calls_per_window}"]
+
+    return [
+        "# Quotas per tenant (all its workspaces) and per principal within a tenant; 0 turns one off.",
+        "# A call over one is refused with RATE_LIMITED and changes nothing.",
+        "[quotas]",
+        f"window_seconds = {q.window_seconds}",
+        *quota("tenant", q.tenant),
+        *quota("principal", q.principal),
+        "",
+        "# A pending candidate not decided within this time is shredded like a withdraw;",
+        "# audit rows of refused calls beyond this count are compacted into a checkpoint.",
+        "[expiry]",
+        f"pending_candidate_seconds = {e.pending_candidate_seconds}",
+        f"refused_audit_rows = {e.refused_audit_rows}",
+    ]
