@@ -6,6 +6,12 @@ every requirement it covers is a SHOULD), SKIP (not applicable per the
 profile), BLOCKED (a prerequisite failed, so the check could not be judged),
 ERROR (the harness or the environment failed — never blamed on the target) or
 XFAIL (a failure the baseline expects).
+
+A SKIP counts as *not exercised*: a scored MUST it leaves unjudged makes the run
+incomplete, with the SKIP message as the reason, so that message says what would
+unlock the check. Only ``not_applicable`` (the requirement cannot apply to this
+run: a tool without such an argument, an era or transport without the feature)
+and ``needs_deep`` (the check waits too long for a default run) say more.
 """
 
 from __future__ import annotations
@@ -50,6 +56,59 @@ class HarnessError(Exception):
     """The harness itself could not proceed (bad profile, broken environment)."""
 
 
+class NotApplicable(pytest.skip.Exception):  # type: ignore[misc,name-defined]
+    """The check cannot apply to this run (a tool, era or transport without the feature): not counted as unexercised."""
+
+
+def not_applicable(reason: str) -> None:
+    """Stop the check as SKIP, but not applicable: the requirement has nothing to exercise here."""
+    raise NotApplicable(reason)
+
+
+# Set by the plugin from --deep; waits longer than this are left to the deep mode.
+SHORT_WAIT_SECONDS = 10.0
+_deep = False
+
+
+def set_deep(enabled: bool) -> None:
+    global _deep
+    _deep = enabled
+
+
+def is_deep() -> bool:
+    return _deep
+
+
+def needs_deep(seconds: float, what: str) -> None:
+    """Skip (not exercised) a wait longer than SHORT_WAIT_SECONDS unless the run is --deep; the reason says how to unlock it."""
+    if seconds > SHORT_WAIT_SECONDS and not _deep:
+        pytest.skip(f"{what} needs a wait of {seconds:g} s: run with --deep, or make it at most "
+                    f"{SHORT_WAIT_SECONDS:g} s in the profile")
+
+
+# Profile pins judged inside a check, apart from the check's own verdict (see ``pin``).
+_pins: dict[str, list[str]] = {}
+
+
+def pin(requirement_id: str, condition: Any, message: str) -> bool:
+    """Judge one *profile* requirement inside a check without failing the check's contract requirements.
+
+    The requirement gets FAIL (with the message) if any pin on it in this check failed, PASS otherwise;
+    the check's other requirements keep the check's own status.
+    """
+    _pins.setdefault(requirement_id, [])
+    if not condition:
+        _pins[requirement_id].append(message)
+    return bool(condition)
+
+
+def take_pins() -> dict[str, list[str]]:
+    """The pins recorded since the last call (the plugin calls it once per check)."""
+    global _pins
+    taken, _pins = _pins, {}
+    return taken
+
+
 def require(condition: Any, reason: str) -> None:
     """Stop the check as BLOCKED unless a prerequisite holds."""
     if not condition:
@@ -60,15 +119,22 @@ def check(check_id: str, *requirements: str) -> Callable[[F], F]:
     """Mark a suite function as the check ``check_id`` covering these requirement ids."""
     if not CHECK_ID.match(check_id):
         raise ValueError(f"malformed check id {check_id!r}")
-    known = {r["id"] for r in load().requirements["requirements"]}
+    catalog = load().requirements["requirements"]
+    known = {r["id"] for r in catalog}
     unknown = [r for r in requirements if r not in known]
     if unknown or not requirements:
         raise ValueError(f"check {check_id} names unknown requirements {unknown}")
+    # A profile pin split off a contract requirement is exercised by that requirement's checks too.
+    split = [r["id"] for r in catalog if r.get("split_from") in requirements and r["id"] not in requirements]
+    covered = (*requirements, *split)
 
     def mark(fn: F) -> F:
-        return pytest.mark.engram_check(check_id, tuple(requirements))(fn)
+        return pytest.mark.engram_check(check_id, covered)(fn)
 
     return mark
+
+
+SOURCES_SCORED = {"contract": frozenset({"contract", "wiring"}), "profile": frozenset({"contract", "wiring", "profile"})}
 
 
 def levels(requirement_ids: tuple[str, ...]) -> set[str]:

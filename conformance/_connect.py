@@ -43,16 +43,15 @@ class EraUnsupported(TargetUnreachable):
     """The target answered, but refused the opening request of this protocol era."""
 
 
-def _inner(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
-    """The first exception of a kind inside (possibly nested) exception groups."""
-    if isinstance(exc, kind):
-        return exc
+def leaf_exceptions(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside (possibly nested) exception groups, in order; anyio and the SDK wrap failures in groups."""
     if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            found = _inner(inner, kind)
-            if found is not None:
-                return found
-    return None
+        return [leaf for inner in exc.exceptions for leaf in leaf_exceptions(inner)]
+    return [exc]
+
+
+def _first(leaves: list[BaseException], kind: type[BaseException] | tuple[type[BaseException], ...]) -> Any:
+    return next((leaf for leaf in leaves if isinstance(leaf, kind)), None)
 
 
 @dataclass(frozen=True)
@@ -125,6 +124,9 @@ class Connection:
         self.protocol_noise: list[str] = []
         self.offered: dict[tuple[str, str, str], frozenset[str]] = {}  # tools listed per binding, for World
         self.consecutive_timeouts = 0  # a target that stops answering stalls the era, not the whole run
+        self.calls: list[tuple[str, Reply]] = []  # every tools/call and its reply, for run-wide checks
+        self.http_status: int | None = None  # the last HTTP error status, which the SDK turns into a JSON-RPC error
+        self.lost = False  # the target closed the connection after the opening exchange
         self.stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
         self._portal_cm: Any = None
         self._portal: BlockingPortal | None = None
@@ -142,11 +144,7 @@ class Connection:
             self._session, handshake = self._session_cm.__enter__()
         except Exception as exc:  # the target's failure to start, described without a traceback
             self._shutdown()
-            refusal = _inner(exc, MCPError)
-            if refusal is not None:
-                opening = "initialize" if self.era == "legacy" else "server/discover"
-                raise EraUnsupported(f"the target refused {opening} (JSON-RPC {refusal.error.code})") from None
-            raise TargetUnreachable(self._describe_failure(exc)) from None
+            raise self._diagnose(exc) from None
         return handshake
 
     @contextlib.asynccontextmanager
@@ -158,7 +156,8 @@ class Connection:
                                                env=dict(self.target.env) or None)
                 read, write = await stack.enter_async_context(stdio_client(params, errlog=self.stderr))
             else:
-                client = await stack.enter_async_context(httpx2.AsyncClient(headers=dict(self.target.headers), timeout=self.timeout))
+                client = await stack.enter_async_context(httpx2.AsyncClient(
+                    headers=dict(self.target.headers), timeout=self.timeout, event_hooks={"response": [self._on_response]}))
                 read, write = await stack.enter_async_context(streamable_http_client(self.target.url, http_client=client))
             session = await stack.enter_async_context(
                 ClientSession(read, write, read_timeout_seconds=self.timeout, elicitation_callback=callback,
@@ -186,14 +185,66 @@ class Connection:
         self.stderr.seek(0)
         return self.stderr.read()[-limit:]
 
-    def _describe_failure(self, exc: BaseException) -> str:
-        if isinstance(exc, FileNotFoundError | PermissionError):
-            return f"the target command cannot be started ({type(exc).__name__})"
-        if isinstance(exc, TimeoutError):
-            return "the target did not answer the opening request in time"
+    @property
+    def opening(self) -> str:
+        return "initialize" if self.era == "legacy" else "server/discover"
+
+    def _stderr_note(self) -> str:
+        """The last lines the target wrote on stderr, to show beside why it could not be reached."""
+        lines = [line.rstrip() for line in self.stderr_tail(4000).splitlines() if line.strip()][-8:]
+        text = "\n".join("    " + line[:300] for line in lines)
+        return f"\n  the target's stderr ends with:\n{text}" if lines else ""
+
+    def _diagnose(self, exc: BaseException) -> TargetUnreachable:
+        """Why the opening exchange failed, in the user's terms: the cause, not the exception's type."""
+        leaves = leaf_exceptions(exc)
+        status, opening = self.http_status, self.opening
+        if status == 401:
+            if "authorization" in {k.lower() for k in self.target.headers}:
+                return TargetUnreachable("HTTP 401: the target refused the bearer token the profile sends "
+                                         "(profile key `http.bearer_token_file`)")
+            return TargetUnreachable("HTTP 401: the target wants a bearer token (profile key `http.bearer_token_file`)")
+        if status == 403:
+            return TargetUnreachable("HTTP 403: the target forbids this client (its bearer token, Host or Origin)")
+        if status is not None and status >= 500:
+            return TargetUnreachable(f"HTTP {status}: the target failed while answering {opening}")
+        refusal = _first(leaves, MCPError)
+        if refusal is not None and refusal.error.code == types.CONNECTION_CLOSED:
+            return TargetUnreachable(f"the target closed the connection before answering {opening} "
+                                     "(its process exited, or closed its output)" + self._stderr_note())
+        timed_out = _first(leaves, (TimeoutError, httpx2.TimeoutException)) is not None or (
+            refusal is not None and refusal.error.code == types.REQUEST_TIMEOUT)
         if self.protocol_noise:
-            return "the target wrote text that is not MCP on its protocol channel"
-        return f"the target did not complete the {'initialize' if self.era == 'legacy' else 'server/discover'} exchange ({type(exc).__name__})"
+            return TargetUnreachable("the target wrote text that is not MCP on its protocol channel (stdout)"
+                                     + (f" and did not answer {opening} within {self.timeout:g} s" if timed_out else "")
+                                     + self._stderr_note())
+        if timed_out:
+            return TargetUnreachable(f"the target did not answer {opening} within {self.timeout:g} s "
+                                     "(--call-timeout sets the wait)" + self._stderr_note())
+        if status == 404 and self.era == "legacy":
+            return TargetUnreachable(f"HTTP 404: no MCP endpoint at {self.target.url} (is the path right?)")
+        if refusal is not None:
+            http = f", HTTP {status}" if status else ""
+            return EraUnsupported(f"the target refused {opening} (JSON-RPC {refusal.error.code}{http})")
+        missing = _first(leaves, (FileNotFoundError, PermissionError))
+        if missing is not None:
+            why = "no such command" if isinstance(missing, FileNotFoundError) else "permission denied"
+            return TargetUnreachable(f"the target command cannot be started: {self.target.command[0]}: {why}")
+        unreachable = _first(leaves, httpx2.TransportError)
+        if unreachable is not None:
+            return TargetUnreachable(f"cannot reach {self.target.url}: {str(unreachable)[:200] or type(unreachable).__name__}")
+        leaf = leaves[0] if leaves else exc
+        return TargetUnreachable(f"the target did not complete the {opening} exchange "
+                                 f"({type(leaf).__name__}: {str(leaf)[:200]})" + self._stderr_note())
+
+    def lost_reason(self) -> str:
+        """What the user reads once the target has gone: where, and its last words on stderr."""
+        return (f"the target closed the connection after the opening exchange in the {self.era} era (its process "
+                "exited, or closed its output)" + self._stderr_note())
+
+    async def _on_response(self, response: Any) -> None:
+        if response.status_code >= 400:
+            self.http_status = response.status_code
 
     # -- callbacks --------------------------------------------------------------
 
@@ -237,6 +288,10 @@ class Connection:
             warnings.filterwarnings("ignore", category=UserWarning, module="pydantic")
             reply = self._portal.call(send)
         self.consecutive_timeouts = self.consecutive_timeouts + 1 if reply.kind == "timeout" else 0
+        if reply.kind == "error" and (reply.error or {}).get("message") == "Connection closed" and (
+                reply.code == types.CONNECTION_CLOSED):
+            # The SDK's own stand-in for a transport that ended (a target may use -32000 for errors of its own).
+            self.lost = True
         return reply
 
     @property
@@ -258,4 +313,6 @@ class Connection:
             name=tool, arguments=arguments, input_responses=dict(input_responses) if input_responses is not None else None,
             request_state=request_state, meta=dict(meta) if meta is not None else None,
         )
-        return self._send(types.CallToolRequest.model_construct(method="tools/call", params=params), timeout)
+        reply = self._send(types.CallToolRequest.model_construct(method="tools/call", params=params), timeout)
+        self.calls.append((tool, reply))
+        return reply

@@ -14,7 +14,7 @@ from typing import Any, Literal, Protocol
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from engram_mcp.conformance._profile import Profile, ProfileError, ScopeProfile
+from engram_mcp.conformance._profile import NEEDS_PROFILE, Profile, ProfileError, ScopeProfile
 from engram_mcp.contract.binding import (
     CONFIRMATION_INPUT_KEY,
     HOST_BINDING_META_KEY,
@@ -74,10 +74,11 @@ class SignedMetaBinding:
         binding = profile.binding
         try:
             key = load_private_key(Path(binding["private_key_file"]).read_bytes())
-            return cls(key=key, kid=str(binding["kid"]), issuer=str(binding.get("issuer", "conformance-host")),
-                       audience=profile.audience, purpose_ref=profile.purpose_ref)
         except (KeyError, OSError, ValueError, TypeError):
-            raise ProfileError("binding.private_key_file and binding.kid must name the test host's signing key") from None
+            raise ProfileError(f"{profile.path}: binding.private_key_file: {binding.get('private_key_file')} is not "
+                               "a readable PEM Ed25519 private key") from None
+        return cls(key=key, kid=binding["kid"], issuer=binding["issuer"],
+                   audience=profile.audience, purpose_ref=profile.purpose_ref)
 
     def _token(self, scope: ScopeProfile, principal: str, *, purpose: str | None, session: str,
                key: Ed25519PrivateKey | None = None, **overrides: Any) -> str:
@@ -146,8 +147,30 @@ class ElicitationConfirmer:
         return {} if result is None else {CONFIRMATION_INPUT_KEY: result}
 
 
+class NoBinding:
+    """The host of a run without a profile: it holds no key, so it can only leave a call unbound."""
+
+    forgeries = frozenset({"missing", "garbage"})
+
+    def meta(self, scope: ScopeProfile, principal: str, *, purpose: str | None = None, session: str = "conformance") -> dict[str, Any]:
+        import pytest
+
+        pytest.skip(f"{NEEDS_PROFILE}: a signed binding for {scope.label}")
+
+    def forged(self, forgery: Forgery, scope: ScopeProfile, principal: str) -> dict[str, Any]:
+        import pytest
+
+        if forgery == "missing":
+            return {}
+        if forgery == "garbage":
+            return {HOST_BINDING_META_KEY: "not-a-token"}
+        pytest.skip(f"{NEEDS_PROFILE}: a {forgery} binding is forged from the host's key")
+
+
 def host_from_profile(profile: Profile) -> tuple[HostBinding, Confirmer]:
-    kind = profile.binding.get("kind", "signed-meta")
+    if not profile.given:
+        return NoBinding(), ElicitationConfirmer()
+    kind = profile.binding["kind"]
     if kind != "signed-meta":
         raise ProfileError(f"binding.kind {kind!r} has no adapter in this harness")
     return SignedMetaBinding.from_profile(profile), ElicitationConfirmer()

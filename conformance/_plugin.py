@@ -17,14 +17,22 @@ from typing import Any
 
 import pytest
 
-from engram_mcp.conformance._checks import Blocked, Status, is_should_only
-from engram_mcp.conformance._connect import ERAS, Connection, EraUnsupported, Target, TargetUnreachable, parse_target
+from engram_mcp.conformance._checks import Blocked, NotApplicable, Status, is_should_only, set_deep, take_pins
+from engram_mcp.conformance._connect import (
+    ERAS,
+    Connection,
+    EraUnsupported,
+    Target,
+    TargetUnreachable,
+    leaf_exceptions,
+    parse_target,
+)
 from engram_mcp.conformance._host import Confirmer, HostBinding, host_from_profile
 from engram_mcp.conformance._profile import Profile, ProfileError, load_profile
 from engram_mcp.conformance._raw import RawSession
 from engram_mcp.conformance._world import Evidence, World
 
-EXIT_CONFORMANT, EXIT_MUST_FAILED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_STALE = 0, 1, 2, 3, 4
+EXIT_CONFORMANT, EXIT_MUST_FAILED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_STALE, EXIT_INCOMPLETE = 0, 1, 2, 3, 4, 5
 _STATE = pytest.StashKey["Run"]()
 FINAL_EXIT: int | None = None  # the judged exit code of the last run in this process
 
@@ -39,6 +47,8 @@ class Result:
     duration: float
     message: str = ""
     evidence: dict[str, Any] = field(default_factory=dict)
+    not_applicable: bool = False  # a SKIP that says the requirement has nothing to exercise in this run
+    pins: dict[str, list[str]] = field(default_factory=dict)  # profile requirement -> failed pin messages
 
 
 @dataclass
@@ -57,10 +67,15 @@ class Run:
     report_dir: Path | None
     timeout: float
     started: float = field(default_factory=time.time)
+    level: str = "contract"  # which requirements are scored: contract (+ wiring), or profile (everything)
+    deep: bool = False  # run the checks that wait long (confirmation TTL, expiry windows)
+    selected: bool = False  # a --select run: a partial report, never a certificate
     connections: dict[str, Connection] = field(default_factory=dict)
     extra: list[Connection] = field(default_factory=list)
     unreachable: str | None = None
     unsupported_eras: dict[str, str] = field(default_factory=dict)  # era -> why the target refused it
+    notes: list[str] = field(default_factory=list)  # what the preflight learned that the verdict alone does not say
+    profile_refused: bool = False  # the target refuses every binding of the profile: nothing was judged
     results: list[Result] = field(default_factory=list)
     raw_sessions: dict[str, RawSession] = field(default_factory=dict)
     _raw_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -97,7 +112,8 @@ class Run:
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("engram", "Engram memory over MCP conformance")
     group.addoption("--target", help="stdio:CMD or an http(s):// URL of the MCP endpoint under test")
-    group.addoption("--profile", help="the target's host profile (TOML)")
+    group.addoption("--profile", help="the target's host profile (TOML, spec/profile.md); without one, only checks "
+                                      "that need no host identity run")
     group.addoption("--era", choices=["legacy", "modern", "both"], default="both",
                     help="MCP protocol eras to test: legacy (initialize, up to 2025-11-25), modern (2026-07-28)")
     group.addoption("--select", action="append", default=[], help="run only checks whose id or requirement id starts with this")
@@ -107,6 +123,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--expected-failures", help="baseline file: check ids (or check-id@era) expected to fail")
     group.addoption("--report-dir", help="write report.jsonl, certificate.md, report.html and badge.json here")
     group.addoption("--call-timeout", type=float, default=30.0, help="seconds to wait for any one reply")
+    group.addoption("--level", choices=["contract", "profile"], default="contract",
+                    help="contract: score the contract's requirements and the wiring the harness needs as host; "
+                         "profile: score this project's host-profile pins too")
+    group.addoption("--deep", action="store_true", help="also run the checks that wait long (a 300 s confirmation "
+                                                         "TTL, expiry windows) instead of leaving them not exercised")
 
 
 def _baseline(path: str | None) -> frozenset[str]:
@@ -120,10 +141,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "engram_check(id, requirements): a conformance check")
     if not config.getoption("--target"):
         return
-    if not config.getoption("--profile"):
-        raise pytest.UsageError("--profile is required with --target")
     try:
-        profile = load_profile(Path(config.getoption("--profile")))
+        profile = load_profile(Path(config.getoption("--profile"))) if config.getoption("--profile") else Profile.absent()
         host, confirmer = host_from_profile(profile)
         target = parse_target(config.getoption("--target"), headers=profile.http_headers)
         baseline = _baseline(config.getoption("--expected-failures"))
@@ -137,6 +156,9 @@ def pytest_configure(config: pytest.Config) -> None:
         report_dir=Path(config.getoption("--report-dir")) if config.getoption("--report-dir") else None,
         timeout=config.getoption("--call-timeout"),
     )
+    run = config.stash[_STATE]
+    run.level, run.deep, run.selected = config.getoption("--level"), config.getoption("--deep"), bool(config.getoption("--select"))
+    set_deep(run.deep)
 
 
 def run_of(config: pytest.Config) -> Run | None:
@@ -186,18 +208,85 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             conn.close()
             continue
         except TargetUnreachable as problem:
-            detail = conn.stderr_tail(400).strip()
-            run.unreachable = f"{problem} [{era} era]" + (f"; the target said on stderr: {detail}" if detail else "")
+            # The message carries the cause and the tail of the target's stderr (_connect.Connection._diagnose).
             conn.close()
+            if run.connections:  # another era works, so the target fails this era only: skip it, with why
+                run.unsupported_eras[era] = str(problem)
+                continue
+            first, _, rest = str(problem).partition("\n")
+            run.unreachable = f"{first} [{era} era]" + (f"\n{rest}" if rest else "")
             break
         run.connections[era] = conn
     if not run.unreachable and not run.connections:
         run.unreachable = "the target speaks none of the selected protocol eras: " + "; ".join(
             f"{era}: {why}" for era, why in run.unsupported_eras.items())
+    if not run.unreachable:
+        if run.profile.given:
+            run.unreachable = _binding_refused(run)
+            run.profile_refused = run.unreachable is not None
+        else:
+            run.notes.extend(_unbound_discovery(run))
+    lost = next((conn for conn in run.connections.values() if conn.lost), None)
+    if not run.unreachable and lost is not None:  # it died on the preflight's first requests
+        run.unreachable, run.profile_refused = lost.lost_reason(), False
     if run.unreachable:
         # Nothing can be judged: say so once instead of blocking every check in turn.
         session.config.hook.pytest_deselected(items=list(session.items))
         session.items.clear()
+
+
+BINDING_REFUSED = ("the target refuses this profile's binding — check audience, issuer, key id, trusted key "
+                   "(profile keys target.audience, binding.issuer, binding.kid, binding.private_key_file; "
+                   "the target must trust the public half of that key under that key id)")
+HOW_TO_PROFILE = ("a host profile (--profile FILE) unlocks the checks that need a host identity: signed bindings, "
+                  "discovery per principal, and every call of the six tools. `engram-reference init DIR` writes an "
+                  "example (DIR/conformance-profile.toml); spec/profile.md documents every key")
+
+
+def _binding_refused(run: Run) -> str | None:
+    """One harmless bound call (tools/list) per era: a target that refuses it with the trusted-context
+    error while it answers the unbound one does not accept the profile's binding, and every later
+    verdict would blame the target for the profile's mistake."""
+    from engram_mcp.contract import load
+
+    scope = run.profile.primary or next(iter(run.profile.scopes), None)
+    if scope is None:
+        return None
+    principal = min(scope.principals, default="conformance-agent")
+    untrusted = load().protocol_errors["trusted_context_unavailable"].jsonrpc_code
+    refused = []
+    for conn in run.connections.values():
+        bound = conn.list_tools(run.host.meta(scope, principal))
+        unbound = conn.list_tools(None)
+        refused.append(bound.kind == "error" and bound.code == untrusted and unbound.kind == "result")
+    return BINDING_REFUSED if refused and all(refused) else None
+
+
+def _unbound_discovery(run: Run) -> list[str]:
+    """Without a profile: what the target offers a client that has no host identity, said plainly."""
+    from engram_mcp.contract import load
+
+    six = set(load().tools)
+    notes = []
+    for era, conn in run.connections.items():
+        reply = conn.list_tools(None)
+        if reply.kind != "result":
+            notes.append(f"{era} era: tools/list without a binding was answered {reply.kind} {reply.code!r}")
+            continue
+        names = sorted(str(t.get("name")) for t in (reply.result or {}).get("tools", []) if isinstance(t, dict))
+        offered = [n for n in names if n in six]
+        if not names:
+            notes.append(f"{era} era: without a host binding the target lists no tool (memory is off by default); "
+                         "a profile shows which of the six Engram memory tools it offers")
+        elif not offered:
+            shown = ", ".join(names[:8]) + (", …" if len(names) > 8 else "")
+            notes.append(f"{era} era: this target offers none of the six Engram memory tools "
+                         f"(it lists {len(names)} other tool{'s' if len(names) != 1 else ''}: {shown})")
+        else:
+            notes.append(f"{era} era: without a host binding the target lists {len(offered)} of the six Engram "
+                         f"memory tools: {', '.join(offered)}")
+    notes.append(HOW_TO_PROFILE)
+    return notes
 
 
 # -- fixtures --------------------------------------------------------------------
@@ -222,8 +311,14 @@ def world(harness: Run, era: str, evidence: Evidence) -> World:
         raise Blocked(f"target unreachable: {harness.unreachable}")
     if era in harness.unsupported_eras:
         pytest.skip(f"the target does not speak the {era} era: {harness.unsupported_eras[era]}")
+    if harness.connection(era).lost:
+        reason = harness.connection(era).lost_reason()
+        if reason not in harness.notes:
+            harness.notes.append(reason)
+        raise Blocked(reason.partition("\n")[0])
     if harness.connection(era).stalled:
-        raise Blocked(f"the target stopped answering in the {era} era: several calls in a row timed out")
+        raise Blocked(f"the target stopped answering in the {era} era: it did not answer several calls in a row "
+                      f"within {harness.timeout:g} s each (--call-timeout)")
     return World(harness.connection(era), harness.host, harness.confirmer, harness.profile, evidence)
 
 
@@ -237,13 +332,16 @@ def _status(call: pytest.CallInfo[None], run: Run, check_id: str, era: str | Non
         status, message = Status.PASS, ""
     elif excinfo.errisinstance(Blocked):
         return Status.BLOCKED, str(excinfo.value)
+    elif excinfo.errisinstance(NotApplicable):
+        return Status.SKIP, str(excinfo.value.msg if hasattr(excinfo.value, "msg") else excinfo.value)
     elif excinfo.errisinstance(pytest.skip.Exception):
         return Status.SKIP, str(excinfo.value.msg if hasattr(excinfo.value, "msg") else excinfo.value)
     elif excinfo.errisinstance(AssertionError):
         status = Status.WARN if is_should_only(requirements) else Status.FAIL
         message = str(excinfo.value).split("\n")[0][:500]
     else:
-        return Status.ERROR, f"{excinfo.typename} in the harness: {str(excinfo.value)[:300]}"
+        cause = next(iter(leaf_exceptions(excinfo.value)), excinfo.value)  # anyio and the SDK wrap causes in groups
+        return Status.ERROR, f"{type(cause).__name__} in the harness: {str(cause)[:300]}"
     expected = check_id in run.baseline or (era and f"{check_id}@{era}" in run.baseline)
     if expected and status in (Status.FAIL, Status.WARN):
         return Status.XFAIL, message
@@ -265,9 +363,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     check_id, requirements = marked
     era = item.callspec.params.get("era") if hasattr(item, "callspec") else None
     status, message = _status(call, run, check_id, era, requirements)
+    pins = take_pins() if call.when == "call" else {}
     evidence = item.funcargs.get("evidence") if hasattr(item, "funcargs") else None
     run.results.append(Result(check_id, requirements, era, status, item.nodeid, report.duration, message,
-                              dict(evidence.items) if isinstance(evidence, Evidence) else {}))
+                              dict(evidence.items) if isinstance(evidence, Evidence) else {},
+                              not_applicable=bool(call.excinfo and call.excinfo.errisinstance(NotApplicable)),
+                              pins=pins))
     properties = [("check", check_id), ("status", status.value), ("requirements", " ".join(requirements))]
     if era:
         properties.append(("era", era))

@@ -2,14 +2,21 @@
 
 A profile states facts about the target's configuration; checks pick the
 scopes they need by role, and are SKIPPED with the reason when the profile
-has no scope in that role.
+has no scope in that role. The format is schemas/data/profile.schema.json,
+documented key by key in spec/profile.md; a profile that breaks it is refused
+with the file, the key path and the line. A run without a profile uses
+``Profile.absent()``: no scope, no binding, so every check that needs a host
+identity is skipped with what a profile would unlock.
 """
 
 from __future__ import annotations
 
+import difflib
+import json
+import re
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +25,9 @@ from engram_mcp.contract import load
 ALL_TOOLS = frozenset(load().tools)
 ACCEPTS_BENIGN = frozenset({"accept", "secret-scan"})
 REJECTS_SECRETS = frozenset({"reject", "secret-scan"})
+
+
+NEEDS_PROFILE = "needs a host profile (--profile)"
 
 
 class ProfileError(Exception):
@@ -61,6 +71,19 @@ class Profile:
     scopes: tuple[ScopeProfile, ...]
     purpose_ref: str
     raw: Mapping[str, Any] = field(default_factory=dict)
+    given: bool = True  # False without a host identity: no --profile, or a profile with no [binding]
+
+    @classmethod
+    def absent(cls) -> Profile:
+        """The profile of a run without one: it binds nothing and serves no role."""
+        return cls(path=None, audience="", binding={}, http_headers={}, scopes=(),
+                   purpose_ref=BINDING_DEFAULTS["purpose_ref"], given=False)
+
+    def lacks(self, role: str) -> str:
+        """Why a check that needs a scope in this role cannot run, and what would unlock it."""
+        if not self.given:
+            return f"{NEEDS_PROFILE}: a {role} scope"
+        return f"the profile has no {role} scope: add one to {self.path.name if self.path else 'the profile'} (spec/profile.md)"
 
     # -- roles ---------------------------------------------------------------
 
@@ -103,54 +126,264 @@ class Profile:
                          and not s.confirm_admission and s.principal_with(ALL_TOOLS) is not None)
 
 
-def _scope(entry: Mapping[str, Any], index: int) -> ScopeProfile:
+def _defaults(schema: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: spec["default"] for key, spec in schema["properties"].items() if "default" in spec}
+
+
+# Defaults live in the schema, once; the TTL's is the contract's own limit.
+SCOPE_DEFAULTS = {**_defaults(load().data_schema("profile")["$defs"]["scope"]),
+                  "confirmation_ttl_seconds": load().limit("confirmation.ttl.max")}
+BINDING_DEFAULTS = _defaults(load().data_schema("profile")["properties"]["binding"])
+
+
+def _scope(entry: Mapping[str, Any]) -> ScopeProfile:
+    # The schema has checked every type; here only defaults are filled in.
+    values = {**SCOPE_DEFAULTS, **entry}
+    return ScopeProfile(
+        tenant=values["tenant"],
+        workspace=values["workspace"],
+        memory=values["memory"],
+        principals={p: frozenset(tools) for p, tools in values["principals"].items()},
+        admission_policy=values["admission_policy"],
+        allow_retain=values["allow_retain"],
+        consented_families=tuple(values["consented_families"]),
+        confirm_capture=values["confirm_capture"],
+        confirm_admission=values["confirm_admission"],
+        confirmation_ttl_seconds=values["confirmation_ttl_seconds"],
+        retention_ceiling_seconds=values["retention_ceiling_seconds"],
+    )
+
+
+def _parse(path: Path) -> tuple[str, dict[str, Any]]:
+    """The profile's text and its TOML data; a syntax error names the file, line and column."""
     try:
-        return ScopeProfile(
-            tenant=str(entry["tenant"]),
-            workspace=str(entry["workspace"]),
-            memory=bool(entry.get("memory", False)),
-            principals={str(p): frozenset(tools) for p, tools in entry.get("principals", {}).items()},
-            admission_policy=str(entry.get("admission_policy", "unknown")),
-            allow_retain=bool(entry.get("allow_retain", False)),
-            consented_families=tuple(entry.get("consented_families", [])),
-            confirm_capture=bool(entry.get("confirm_capture", False)),
-            confirm_admission=bool(entry.get("confirm_admission", False)),
-            confirmation_ttl_seconds=int(entry.get("confirmation_ttl_seconds", load().limit("confirmation.ttl.max"))),
-            retention_ceiling_seconds=int(entry.get("retention_ceiling_seconds", 0)),
-        )
-    except (KeyError, TypeError, ValueError):
-        raise ProfileError(f"scopes[{index}] is incomplete: tenant and workspace are required") from None
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ProfileError(f"{path}: cannot read the profile ({exc.strerror or type(exc).__name__})") from None
+    except UnicodeDecodeError:
+        raise ProfileError(f"{path}: the profile is not UTF-8 text") from None
+    try:
+        return text, tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        where = _TOML_POSITION.search(str(exc))
+        reason = _TOML_POSITION.sub("", str(exc)).strip()
+        place = f"{path}:{where['line']}:{where['column']}" if where else str(path)
+        raise ProfileError(f"{place}: TOML syntax error: {reason}") from None
+
+
+def validate_profile_data(data: Mapping[str, Any], text: str, path: Path | str) -> list[str]:
+    """Every way the data breaks the profile schema, one line each: file:line: key.path: what is wrong."""
+    lines = TomlLines(text)
+    problems = []
+    validator = load().validator(load().data_schema("profile"))
+    for error in sorted(validator.iter_errors(data), key=lambda e: (lines.line(tuple(e.absolute_path)) or 0, str(e.absolute_path))):
+        at = tuple(error.absolute_path)
+        for key_path, message in _explain(error, at):
+            line = lines.line(key_path)
+            problems.append(f"{path}:{line}: {dotted(key_path) or '(top level)'}: {message}" if line
+                            else f"{path}: {dotted(key_path) or '(top level)'}: {message}")
+    return problems
 
 
 def load_profile(path: Path) -> Profile:
     path = Path(path).resolve()
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ProfileError(f"cannot read the profile ({type(exc).__name__})") from None
+    text, data = _parse(path)
+    problems = validate_profile_data(data, text, path)
+    if problems:
+        raise ProfileError("the profile is not valid (spec/profile.md documents every key):\n  " + "\n  ".join(problems))
+    lines = TomlLines(text)
     base = path.parent
-    binding = dict(data.get("binding", {}))
-    for key in ("private_key_file",):
-        if key in binding:
-            binding[key] = str(base / binding[key])
-    headers = dict(data.get("http", {}).get("headers", {}))
-    token_file = data.get("http", {}).get("bearer_token_file")
-    if token_file:
-        try:
-            headers["Authorization"] = "Bearer " + (base / token_file).read_text(encoding="utf-8").strip()
-        except OSError:
-            raise ProfileError("http.bearer_token_file cannot be read") from None
-    try:
-        audience = str(data["target"]["audience"])
-    except (KeyError, TypeError):
-        raise ProfileError("target.audience is required") from None
-    scopes = tuple(_scope(entry, i) for i, entry in enumerate(data.get("scopes", [])))
+    headers = _http_headers(data.get("http", {}), base, path, lines)
+    if "binding" not in data:  # transport settings only: a run without a host identity
+        return replace(Profile.absent(), path=path, http_headers=headers, raw=data)
+    binding = {**BINDING_DEFAULTS, **data["binding"]}
+    binding["private_key_file"] = str(base / binding["private_key_file"])
+    if not Path(binding["private_key_file"]).is_file():
+        raise ProfileError(_at(path, lines, ("binding", "private_key_file"),
+                               f"no such file: {binding['private_key_file']}"))
     return Profile(
         path=path,
-        audience=audience,
+        audience=data["target"]["audience"],
         binding=binding,
         http_headers=headers,
-        scopes=scopes,
-        purpose_ref=str(binding.get("purpose_ref", "purpose:conformance")),
+        scopes=tuple(_scope(entry) for entry in data.get("scopes", [])),
+        purpose_ref=binding["purpose_ref"],
         raw=data,
     )
+
+
+def _http_headers(http: Mapping[str, Any], base: Path, path: Path, lines: TomlLines) -> dict[str, str]:
+    headers = dict(http.get("headers", {}))
+    if "bearer_token_file" in http:
+        token_path = base / http["bearer_token_file"]
+        try:
+            headers["Authorization"] = "Bearer " + token_path.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            raise ProfileError(_at(path, lines, ("http", "bearer_token_file"), f"cannot read {token_path}")) from None
+    return headers
+
+
+def _at(path: Path, lines: TomlLines, key_path: KeyPath, message: str) -> str:
+    line = lines.line(key_path)
+    return f"{path}:{line}: {dotted(key_path)}: {message}" if line else f"{path}: {dotted(key_path)}: {message}"
+
+
+# -- what a schema error means, in the profile's words -------------------------------
+
+_TOML_POSITION = re.compile(r"\s*\(at line (?P<line>\d+), column (?P<column>\d+)\)")
+_TYPE_WORDS = {"boolean": "a boolean (true or false, unquoted)", "string": "a string", "integer": "an integer",
+               "array": "an array", "object": "a table", "number": "a number"}
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, str):
+        return f"the string {json.dumps(value)[:60]}"
+    if isinstance(value, int | float):
+        return f"the number {value}"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "a table"
+    return type(value).__name__  # TOML dates and times
+
+
+def _explain(error: Any, at: KeyPath) -> list[tuple[KeyPath, str]]:
+    """(key path, message) pairs for one schema error."""
+    schema, instance = error.schema, error.instance
+    if error.validator == "additionalProperties" and isinstance(instance, dict):
+        known = sorted(schema.get("properties", {}))
+        out = []
+        for key in sorted(set(instance) - set(known)):
+            guess = difflib.get_close_matches(key, known, n=1)
+            hint = f"did you mean {guess[0]!r}?" if guess else f"this table takes {', '.join(known)}"
+            out.append(((*at, key), f"unknown key ({hint})"))
+        return out
+    if error.validator == "dependentRequired" and isinstance(instance, dict):
+        return [((*at, needed), f"required key is missing (a profile with [{key}] needs it)")
+                for key, needs in error.validator_value.items() if key in instance
+                for needed in needs if needed not in instance]
+    if error.validator == "required":
+        missing = [k for k in error.validator_value if isinstance(instance, dict) and k not in instance]
+        return [((*at, k), "required key is missing") for k in missing] or [(at, error.message)]
+    if error.validator == "type":
+        expected = error.validator_value
+        words = " or ".join(_TYPE_WORDS.get(t, t) for t in (expected if isinstance(expected, list) else [expected]))
+        return [(at, f"must be {words}, not {_kind(instance)}")]
+    if error.validator == "enum":
+        return [(at, f"must be one of {', '.join(json.dumps(v) for v in error.validator_value)}, not {_kind(instance)}")]
+    if error.validator == "minimum":
+        return [(at, f"must be at least {error.validator_value}, not {instance}")]
+    if error.validator == "minLength":
+        return [(at, "must not be empty")]
+    if error.validator == "uniqueItems":
+        return [(at, "lists an item twice")]
+    return [(at, error.message)]
+
+
+# -- key paths and their lines ---------------------------------------------------------
+
+KeyPath = tuple[str | int, ...]
+_BARE = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def dotted(key_path: KeyPath) -> str:
+    """scopes[0].principals."agent one" — a key path as a reader writes it."""
+    out = ""
+    for part in key_path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            name = part if _BARE.fullmatch(part) else json.dumps(part)
+            out += f".{name}" if out else name
+    return out
+
+
+def _split_key(text: str) -> tuple[tuple[str, ...], str] | None:
+    """A dotted TOML key at the start of text: (its parts, the rest of the text), or None."""
+    parts: list[str] = []
+    rest = text.lstrip()
+    while True:
+        if rest.startswith('"'):
+            match = re.match(r'"((?:[^"\\]|\\.)*)"', rest)
+            if not match:
+                return None
+            try:
+                parts.append(json.loads(match.group(0)))
+            except ValueError:
+                parts.append(match.group(1))
+        elif rest.startswith("'"):
+            match = re.match(r"'([^']*)'", rest)
+            if not match:
+                return None
+            parts.append(match.group(1))
+        else:
+            match = _BARE.match(rest)
+            if not match:
+                return None
+            parts.append(match.group(0))
+        rest = rest[match.end():].lstrip()
+        if not rest.startswith("."):
+            return tuple(parts), rest
+        rest = rest[1:].lstrip()
+
+
+class TomlLines:
+    """The line on which each key path of a TOML text is defined, found by a light scan.
+
+    tomllib reports no positions, so the scan follows table headers, arrays of
+    tables and ``key =`` lines. A path defined inside an inline value (an
+    inline table, a multi-line array) falls back to the nearest key above it.
+    """
+
+    def __init__(self, text: str) -> None:
+        self.lines: dict[KeyPath, int] = {}
+        arrays: dict[tuple[str, ...], int] = {}  # array-of-tables path -> index of its last element
+        table: KeyPath = ()
+        depth = 0  # open brackets of a multi-line value: its lines define no key
+        for number, raw in enumerate(text.splitlines(), start=1):
+            line = raw.strip()
+            if depth > 0:
+                depth = max(0, depth + _brackets(line))
+                continue
+            if not line or line.startswith("#"):
+                continue
+            if line.startswith("["):
+                is_array = line.startswith("[[")
+                parsed = _split_key(line[2:] if is_array else line[1:])
+                if parsed is None:
+                    continue
+                names = parsed[0]
+                if is_array:
+                    arrays[names] = arrays.get(names, -1) + 1
+                table = self._resolve(names, arrays)
+                self.lines.setdefault(table[:-1] if is_array else table, number)
+                self.lines[table] = number
+                continue
+            parsed = _split_key(line)
+            if parsed is None or not parsed[1].startswith("="):
+                continue
+            self.lines.setdefault((*table, *parsed[0]), number)
+            depth = max(0, _brackets(parsed[1][1:]))
+
+    @staticmethod
+    def _resolve(names: tuple[str, ...], arrays: Mapping[tuple[str, ...], int]) -> KeyPath:
+        path: list[str | int] = []
+        for i, name in enumerate(names):
+            path.append(name)
+            if names[: i + 1] in arrays:
+                path.append(arrays[names[: i + 1]])
+        return tuple(path)
+
+    def line(self, key_path: KeyPath) -> int | None:
+        for end in range(len(key_path), 0, -1):
+            if key_path[:end] in self.lines:
+                return self.lines[key_path[:end]]
+        return None
+
+
+def _brackets(value: str) -> int:
+    """How many brackets or braces a value line leaves open (strings and comments ignored)."""
+    value = re.sub(r'"(?:[^"\\]|\\.)*"|\'[^\']*\'', "", value).split("#", 1)[0]
+    return value.count("[") + value.count("{") - value.count("]") - value.count("}")

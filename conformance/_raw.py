@@ -47,6 +47,7 @@ class RawSession:
         self._session_id: str | None = None
         self._lock = threading.Lock()  # one exchange at a time: replies are matched by reading in order
         self.silent = False  # set once the target let a raw request go unanswered
+        self.calls: list[tuple[str, Reply]] = []  # every tools/call and its reply, for run-wide checks
 
     # -- transport ---------------------------------------------------------------
 
@@ -132,9 +133,10 @@ class RawSession:
         if message is None:
             self.silent = True
             return Reply("timeout", elapsed=elapsed)
-        if "error" in message:
-            return Reply("error", error=message["error"], elapsed=elapsed)
-        return Reply("result", result=message["result"], elapsed=elapsed)
+        reply = (Reply("error", error=message["error"], elapsed=elapsed) if "error" in message
+                 else Reply("result", result=message["result"], elapsed=elapsed))
+        self.calls.append((tool, reply))
+        return reply
 
     def close(self) -> None:
         if self._process is not None:

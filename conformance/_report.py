@@ -1,8 +1,16 @@
 """Verdicts, exit codes and the report files of a run.
 
 report.jsonl is canonical (a header, one line per check and era, a footer with
-the verdict of every requirement); certificate.md, report.html and badge.json
-are derived from the same data. junit.xml is pytest's own writer.
+the verdict of every requirement); report.md, report.html and badge.json are
+derived from the same data, and certificate.md is written only when the run is
+conformant. junit.xml is pytest's own writer.
+
+The verdict cannot overstate. A run scores the MUSTs of its level (``contract``:
+the contract's requirements and the wiring the harness needs to act as host;
+``profile``: this project's pins too). It is *conformant* only when every scored
+MUST was exercised and passed in every era the target speaks; a scored MUST
+left SKIP, BLOCKED or not run makes it *incomplete*, and a FAIL makes it *not
+conformant*. A ``--select`` run is partial: at best incomplete, never certified.
 """
 
 from __future__ import annotations
@@ -12,18 +20,24 @@ import json
 import re
 import time
 from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engram_mcp.conformance._checks import Status, worst
+from engram_mcp.conformance._checks import SOURCES_SCORED, Status, worst
+from engram_mcp.conformance._profile import NEEDS_PROFILE
 from engram_mcp.contract import load
 
 if TYPE_CHECKING:
     from engram_mcp.conformance._plugin import Run
 
-HARNESS_VERSION = "0.1.0"
+HARNESS_VERSION = "0.2.0"
 _SECRET_KEYS = re.compile(r"binding|token|authorization|_meta|requeststate|request_state|key$", re.I)
 MUST_LEVELS = ("MUST", "MUST NOT")
+# What a requirement's checks concluded, over every era of the run.
+PASSED, FAILED, NOT_EXERCISED, NOT_APPLICABLE, EXCLUDED = "PASSED", "FAILED", "NOT_EXERCISED", "NOT_APPLICABLE", "EXCLUDED"
+_EXERCISED_OK = (Status.PASS, Status.WARN, Status.XPASS)
+_UNEXERCISED = (Status.SKIP, Status.BLOCKED, Status.ERROR)
 
 
 def redact(value: Any, key: str = "") -> Any:
@@ -39,86 +53,292 @@ def redact(value: Any, key: str = "") -> Any:
     return value
 
 
-def requirement_verdicts(run: Run) -> dict[str, dict[str, Any]]:
-    catalog = {r["id"]: r for r in load().requirements["requirements"]}
-    statuses: dict[str, list[Status]] = defaultdict(list)
+def level_of(run: Run) -> str:
+    return getattr(run, "level", "contract")
+
+
+def spoken_eras(run: Run) -> list[str]:
+    return [era for era in run.eras if era not in run.unsupported_eras]
+
+
+@dataclass
+class _Seen:
+    """One check's conclusion about one requirement in one era (None: every era)."""
+
+    check_id: str
+    era: str | None
+    status: Status
+    message: str
+    not_applicable: bool = False
+
+
+@dataclass
+class _Gap:
+    era: str
+    check_id: str | None
+    status: str
+    reason: str
+
+
+@dataclass
+class _Judged:
+    outcome: str
+    gaps: list[_Gap] = field(default_factory=list)
+
+
+def _seen_by_requirement(run: Run) -> dict[str, list[_Seen]]:
+    seen: dict[str, list[_Seen]] = defaultdict(list)
     for result in run.results:
-        for requirement in result.requirements:
-            statuses[requirement].append(result.status)
+        pins: dict[str, list[str]] = getattr(result, "pins", {}) or {}
+        for rid in dict.fromkeys([*result.requirements, *pins]):
+            if rid in pins:
+                status = Status.FAIL if pins[rid] else Status.PASS
+                if status is Status.FAIL and result.status is Status.XFAIL:
+                    status = Status.XFAIL
+                message = "; ".join(pins[rid])
+            else:
+                status, message = result.status, result.message
+            seen[rid].append(_Seen(result.check_id, result.era, status, message,
+                                   bool(getattr(result, "not_applicable", False))))
+    return seen
+
+
+def _unlock(gap: _Gap, selected: bool) -> str:
+    """What would let the requirement be exercised, from the status and the check's own message."""
+    if gap.status == "NOT_RUN":
+        return "run without --select" if selected else "no check of this requirement ran in this era"
+    if gap.status == "BLOCKED":
+        return "make the prerequisite named in the reason succeed"
+    if gap.status == "ERROR":
+        return "fix the harness or environment error, then rerun"
+    if "--deep" in gap.reason:
+        return "run with --deep, or shorten the wait in the profile"
+    if gap.reason.startswith(NEEDS_PROFILE):
+        return "pass --profile (`engram-reference init DIR` writes an example; spec/profile.md documents every key)"
+    return "give the profile what the reason names"
+
+
+def _judge(entry: dict[str, Any], seen: list[_Seen], eras: list[str], selected: bool) -> _Judged:
+    if not seen and entry.get("exclusion"):
+        return _Judged(EXCLUDED)
+    if any(s.status is Status.FAIL or s.status is Status.XFAIL for s in seen):
+        return _Judged(FAILED)
+    needed = [era for era in entry["eras"] if era in eras]
+    gaps: list[_Gap] = []
+    applicable = False
+    for era in needed:
+        here = [s for s in seen if s.era in (era, None)]
+        counted = [s for s in here if not s.not_applicable]
+        if here and not counted:
+            continue  # every check says the requirement has nothing to exercise in this era
+        applicable = True
+        blocking = [s for s in counted if s.status in _UNEXERCISED]
+        for s in blocking:
+            gaps.append(_Gap(era, s.check_id, s.status.value, s.message or s.status.value))
+        if not blocking and not any(s.status in _EXERCISED_OK for s in counted):
+            gaps.append(_Gap(era, None, "NOT_RUN", "not run (--select)" if selected else "no check ran"))
+    if gaps:
+        return _Judged(NOT_EXERCISED, gaps)
+    return _Judged(PASSED if applicable else NOT_APPLICABLE)
+
+
+def requirement_verdicts(run: Run) -> dict[str, dict[str, Any]]:
+    """Every requirement: its level, source, whether this run scores it, the worst check status and the outcome."""
+    catalog = load().requirements["requirements"]
+    seen = _seen_by_requirement(run)
+    sources = SOURCES_SCORED[level_of(run)]
+    eras = spoken_eras(run)
+    selected = bool(getattr(run, "selected", False))
     verdicts = {}
-    for rid, entry in catalog.items():
-        scored = entry["status"] == "established" or run.strict
-        verdict = worst(statuses[rid]) if statuses[rid] else None
+    for entry in catalog:
+        rid = entry["id"]
+        statuses = [s.status for s in seen.get(rid, [])]
+        verdict = worst(statuses).value if statuses else ("EXCLUDED" if entry.get("exclusion") else "NOT_RUN")
+        judged = _judge(entry, seen.get(rid, []), eras, selected)
         verdicts[rid] = {
-            "level": entry["level"], "status": entry["status"], "scored": scored,
-            "verdict": verdict.value if verdict else ("EXCLUDED" if entry.get("exclusion") else "NOT_RUN"),
+            "level": entry["level"], "status": entry["status"], "source": entry["source"],
+            "scored": (entry["status"] == "established" or run.strict) and entry["source"] in sources,
+            "verdict": verdict, "outcome": judged.outcome,
+            "not_exercised": [{"era": g.era, "check": g.check_id, "status": g.status, "reason": g.reason,
+                               "unlock": _unlock(g, selected)} for g in judged.gaps],
         }
     return verdicts
 
 
+def _must(verdicts: dict[str, dict[str, Any]], *, scored: bool = True, source: str | None = None) -> dict[str, dict[str, Any]]:
+    """The MUSTs this run scores, or (scored=False) the established MUSTs of one source, scored or not."""
+    return {rid: v for rid, v in verdicts.items() if v["level"] in MUST_LEVELS
+            and (v["scored"] if scored else v["status"] == "established") and (source is None or v["source"] == source)}
+
+
+def tally(verdicts: dict[str, dict[str, Any]]) -> dict[str, int]:
+    """passed + failed + not exercised + excluded (unobservable, or not applicable to this run) = total."""
+    counted = {"total": len(verdicts), "passed": 0, "failed": 0, "not_exercised": 0, "excluded": 0,
+               "unobservable": 0, "not_applicable": 0}
+    for v in verdicts.values():
+        outcome = v["outcome"]
+        if outcome == PASSED:
+            counted["passed"] += 1
+        elif outcome == FAILED:
+            counted["failed"] += 1
+        elif outcome == NOT_EXERCISED:
+            counted["not_exercised"] += 1
+        else:
+            counted["excluded"] += 1
+            counted["unobservable" if outcome == EXCLUDED else "not_applicable"] += 1
+    return counted
+
+
 def exit_code(run: Run) -> int:
-    from engram_mcp.conformance._plugin import EXIT_CONFORMANT, EXIT_MUST_FAILED, EXIT_STALE, EXIT_UNREACHABLE
+    from engram_mcp.conformance._plugin import (EXIT_CONFORMANT, EXIT_INCOMPLETE, EXIT_MUST_FAILED, EXIT_STALE,
+                                                EXIT_UNREACHABLE)
 
     if run.unreachable:
         return EXIT_UNREACHABLE
     verdicts = requirement_verdicts(run)
-    if any(v["scored"] and v["level"] in MUST_LEVELS and v["verdict"] == Status.FAIL.value for v in verdicts.values()):
+    scored = _must(verdicts)
+    if any(v["verdict"] == Status.FAIL.value or (v["outcome"] == FAILED and v["verdict"] != Status.XFAIL.value)
+           for v in scored.values()):
         return EXIT_MUST_FAILED
     if any(r.status is Status.XPASS for r in run.results):
         return EXIT_STALE
     if any(r.status is Status.ERROR for r in run.results):
         return EXIT_UNREACHABLE
+    if getattr(run, "selected", False) or any(v["outcome"] == NOT_EXERCISED for v in scored.values()):
+        return EXIT_INCOMPLETE
     return EXIT_CONFORMANT
 
 
+def verdict_line(run: Run, code: int | None = None) -> str:
+    code = exit_code(run) if code is None else code
+    level = level_of(run)
+    partial = bool(getattr(run, "selected", False))
+    baselined = any(r.status is Status.XFAIL for r in run.results)
+    return {
+        0: (f"VERDICT: conformant to contract {load().version} at the {level} level"
+            if not baselined else f"VERDICT: no failure beyond the baseline (not conformant: expected failures remain), {level} level"),
+        1: "VERDICT: not conformant (a MUST failed)",
+        3: "VERDICT: not judged (target unreachable or environment error)",
+        4: "VERDICT: stale baseline (an expected failure now passes)",
+        5: ("VERDICT: incomplete — partial run (--select): a partial report, never a certificate" if partial
+            else f"VERDICT: incomplete — scored MUSTs were not exercised, so the {level} level is not certified"),
+    }[code]
+
+
 def counts(run: Run) -> dict[str, int]:
-    tally: dict[str, int] = defaultdict(int)
+    tally_: dict[str, int] = defaultdict(int)
     for result in run.results:
-        tally[result.status.value] += 1
-    return dict(tally)
+        tally_[result.status.value] += 1
+    return dict(tally_)
 
 
-def summary_lines(run: Run) -> list[str]:
+def _grouped_gaps(verdicts: dict[str, dict[str, Any]]) -> list[tuple[str, str, list[str]]]:
+    """(reason, unlock, ["EMC-X (era)", …]) for the not-exercised scored MUSTs, grouped by reason."""
+    groups: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for rid, v in sorted(verdicts.items()):
+        if v["outcome"] != NOT_EXERCISED:
+            continue
+        eras_by_reason: dict[tuple[str, str], list[str]] = defaultdict(list)
+        for gap in v["not_exercised"]:
+            key = (f"{gap['check'] + ': ' if gap['check'] else ''}{gap['reason']}", gap["unlock"])
+            if gap["era"] not in eras_by_reason[key]:
+                eras_by_reason[key].append(gap["era"])
+        for key, eras in eras_by_reason.items():
+            groups[key].append(f"{rid} ({', '.join(eras)})")
+    return [(reason, unlock, ids) for (reason, unlock), ids in groups.items()]
+
+
+def _count_line(label: str, t: dict[str, int], what: str = "") -> str:
+    return (f"{label}: {t['passed']} passed, {t['failed']} failed, {t['not_exercised']} not exercised, "
+            f"{t['excluded']} excluded ({t['unobservable']} unobservable, {t['not_applicable']} not applicable "
+            f"to this run) = {t['total']}{what}")
+
+
+def summary_lines(run: Run, *, limit: int = 40) -> list[str]:
     code = exit_code(run)
     verdicts = requirement_verdicts(run)
-    must = [v for v in verdicts.values() if v["scored"] and v["level"] in MUST_LEVELS]
-    failed = sorted(rid for rid, v in verdicts.items() if v["scored"] and v["level"] in MUST_LEVELS and v["verdict"] == "FAIL")
-    lines = ["", f"Engram memory over MCP {load().version} — target {run.target.label}"]
+    level = level_of(run)
+    scored = _must(verdicts)
+    lines = ["", f"Engram memory over MCP {load().version} — target {run.target.label}",
+             f"level: {level} (scores {' + '.join(sorted(SOURCES_SCORED[level]))} requirements); "
+             f"eras: {', '.join(spoken_eras(run)) or 'none'}; transport: {run.target.kind}"
+             + ("; deep" if getattr(run, "deep", False) else "")]
     if run.unreachable:
-        lines.append(f"TARGET UNREACHABLE: {run.unreachable}")
+        lines.append(f"{'PROFILE REFUSED' if getattr(run, 'profile_refused', False) else 'TARGET UNREACHABLE'}: {run.unreachable}")
     for era, why in run.unsupported_eras.items():
         lines.append(f"era {era} not spoken by the target ({why}): its checks are SKIPPED")
+    lines.extend(getattr(run, "notes", []))
     lines.append("checks: " + ", ".join(f"{k} {v}" for k, v in sorted(counts(run).items())))
-    lines.append(f"MUST requirements: {sum(v['verdict'] == 'PASS' for v in must)} passed, {len(failed)} failed, "
-                 f"{sum(v['verdict'] in ('BLOCKED', 'ERROR', 'NOT_RUN') for v in must)} not verified, "
-                 f"{sum(v['verdict'] == 'EXCLUDED' for v in must)} excluded")
-    for rid in failed:
-        lines.append(f"  FAIL {rid}")
-    lines.append({0: "VERDICT: conformant", 1: "VERDICT: not conformant (a MUST failed)",
-                  3: "VERDICT: not judged (target unreachable or environment error)",
-                  4: "VERDICT: stale baseline (an expected failure now passes)"}[code])
+    lines.append(_count_line("MUST requirements", tally(scored), f" scored at the {level} level"))
+    for rid, v in sorted(scored.items()):
+        if v["outcome"] == FAILED:
+            lines.append(f"  {'XFAIL' if v['verdict'] == 'XFAIL' else 'FAIL'} {rid}")
+    groups = [] if run.unreachable else _grouped_gaps(scored)
+    if groups:
+        lines.append("not exercised (scored MUSTs), with the reason and what would unlock them:")
+        shown = 0
+        for reason, unlock, ids in groups:
+            if shown >= limit:
+                lines.append(f"  … and {len(groups) - shown} more reasons (report.jsonl lists every one)")
+                break
+            listed = ", ".join(ids[:12]) + (f", … ({len(ids)} in all)" if len(ids) > 12 else "")
+            lines.append(f"  - {reason[:240]} → {unlock}: {listed}")
+            shown += 1
+    if level == "contract" and not run.unreachable:
+        pins = _must(verdicts, scored=False, source="profile")
+        lines.append(_count_line("profile pins (reported, not scored; --level profile scores them)", tally(pins)))
+        failed_pins = sorted(rid for rid, v in pins.items() if v["outcome"] == FAILED)
+        if failed_pins:
+            lines.append("  profile pins failed: " + ", ".join(failed_pins))
+    lines.append(verdict_line(run, code))
     return lines
+
+
+def _profile_label(run: Run) -> str:
+    profile = run.profile
+    if profile is not None and getattr(profile, "given", True) is False:
+        return "none (only what needs no host identity was run)"
+    path = getattr(profile, "path", None)
+    return f"`{path.name}`" if path is not None else "as given to the run"
 
 
 def write_reports(run: Run, directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     verdicts = requirement_verdicts(run)
+    code = exit_code(run)
     header = {
         "type": "header", "harness_version": HARNESS_VERSION, "contract": load().version,
-        "contract_digest": load().digest, "target": run.target.label, "eras": list(run.eras), "seed": run.seed,
-        "examples": run.examples, "strict": run.strict, "unsupported_eras": run.unsupported_eras, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(run.started)),
+        "contract_digest": load().digest, "target": run.target.label, "transport": run.target.kind,
+        "eras": list(run.eras), "level": level_of(run), "deep": bool(getattr(run, "deep", False)),
+        "partial": bool(getattr(run, "selected", False)), "seed": run.seed,
+        "examples": run.examples, "strict": run.strict, "unsupported_eras": run.unsupported_eras,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(run.started)),
     }
     lines = [header]
     for r in run.results:
-        lines.append({"type": "check", "check": r.check_id, "era": r.era, "status": r.status.value,
-                      "requirements": list(r.requirements), "message": r.message, "duration": round(r.duration, 4),
-                      "evidence": redact(r.evidence)})
-    footer = {"type": "footer", "exit_code": exit_code(run), "unreachable": run.unreachable, "counts": counts(run),
+        line = {"type": "check", "check": r.check_id, "era": r.era, "status": r.status.value,
+                "requirements": list(r.requirements), "message": r.message, "duration": round(r.duration, 4),
+                "evidence": redact(r.evidence)}
+        if getattr(r, "not_applicable", False):
+            line["not_applicable"] = True
+        if getattr(r, "pins", None):
+            line["pins"] = {rid: ("FAIL: " + "; ".join(m)) if m else "PASS" for rid, m in r.pins.items()}
+        lines.append(line)
+    scored = _must(verdicts)
+    footer = {"type": "footer", "exit_code": code, "verdict": verdict_line(run, code), "unreachable": run.unreachable,
+              "counts": counts(run), "scored_musts": tally(scored),
+              "profile_pins": tally(_must(verdicts, scored=False, source="profile")),
               "requirements": verdicts}
     lines.append(footer)
     (directory / "report.jsonl").write_text("".join(json.dumps(x, ensure_ascii=False, sort_keys=True) + "\n" for x in lines),
                                             encoding="utf-8")
-    (directory / "certificate.md").write_text(certificate(run, verdicts), encoding="utf-8")
+    document = markdown_report(run, verdicts, code)
+    (directory / "report.md").write_text(document, encoding="utf-8")
+    certificate_file = directory / "certificate.md"
+    if code == 0 and not any(r.status is Status.XFAIL for r in run.results):
+        certificate_file.write_text(document, encoding="utf-8")
+    elif certificate_file.exists():
+        certificate_file.unlink()  # an earlier run's certificate must not outlive this verdict
     (directory / "report.html").write_text(html_report(run, verdicts), encoding="utf-8")
     (directory / "badge.json").write_text(json.dumps(badge(run)) + "\n", encoding="utf-8")
 
@@ -126,26 +346,52 @@ def write_reports(run: Run, directory: Path) -> None:
 def badge(run: Run) -> dict[str, Any]:
     """A shields.io endpoint badge."""
     code = exit_code(run)
+    level = level_of(run)
     message, color = {0: ("conformant", "brightgreen"), 1: ("not conformant", "red"),
-                      3: ("not judged", "lightgrey"), 4: ("stale baseline", "orange")}[code]
-    return {"schemaVersion": 1, "label": f"engram-mcp {load().version}", "message": message, "color": color}
+                      3: ("not judged", "lightgrey"), 4: ("stale baseline", "orange"),
+                      5: ("partial run" if getattr(run, "selected", False) else "incomplete", "yellow")}[code]
+    if code == 0 and any(r.status is Status.XFAIL for r in run.results):
+        message, color = "baseline failures", "orange"
+    return {"schemaVersion": 1, "label": f"engram-mcp {load().version} {level}", "message": message, "color": color}
 
 
-def certificate(run: Run, verdicts: dict[str, dict[str, Any]]) -> str:
-    code = exit_code(run)
-    rows = "\n".join(
-        f"| {rid} | {v['level']} | {v['status']} | {v['verdict']} |" for rid, v in sorted(verdicts.items())
-    )
-    title = "Certificate of conformance" if code == 0 else "Conformance report (not conformant)"
+def _rows(verdicts: dict[str, dict[str, Any]]) -> str:
+    return "\n".join(f"| {rid} | {v['level']} | {v['source']} | {v['status']} | {v['outcome']} | {v['verdict']} |"
+                     for rid, v in sorted(verdicts.items()))
+
+
+def markdown_report(run: Run, verdicts: dict[str, dict[str, Any]], code: int) -> str:
+    level = level_of(run)
+    baselined = any(r.status is Status.XFAIL for r in run.results)
+    if code == 0 and not baselined:
+        title = f"Certificate of conformance — contract {load().version}, {level} level"
+    elif getattr(run, "selected", False):
+        title = "Partial conformance report (--select) — not a certificate"
+    else:
+        title = {1: "Conformance report (not conformant)", 3: "Conformance report (not judged)",
+                 4: "Conformance report (stale baseline)", 5: "Conformance report (incomplete) — not a certificate",
+                 0: "Conformance report (failures expected by the baseline) — not a certificate"}[code]
+    scored = {rid: v for rid, v in verdicts.items() if v["scored"]}
+    pins = {rid: v for rid, v in verdicts.items() if v["source"] == "profile" and not v["scored"]}
+    gaps = "\n".join(f"- {reason} → {unlock}: {', '.join(ids)}" for reason, unlock, ids in _grouped_gaps(_must(verdicts)))
+    table_head = "| Requirement | Level | Source | Contract status | Outcome | Worst check |\n|---|---|---|---|---|---|\n"
     return (
         f"# {title}\n\n"
         f"- Contract: Engram memory over MCP {load().version} (`{load().digest}`)\n"
-        f"- Target: `{run.target.label}`\n- Eras: {', '.join(run.eras)}\n- Seed: {run.seed}\n"
-        f"- Harness: {HARNESS_VERSION}\n- Exit code: {code}\n\n"
-        + "\n".join(f"{line}" for line in summary_lines(run)[1:]) + "\n\n"
+        f"- Level: {level} — scores {', '.join(sorted(SOURCES_SCORED[level]))} requirements\n"
+        f"- Target: `{run.target.label}` (transport: {run.target.kind})\n"
+        f"- Eras exercised: {', '.join(spoken_eras(run)) or 'none'} (asked: {', '.join(run.eras)})\n"
+        f"- Profile: {_profile_label(run)}\n"
+        f"- Deep mode: {'yes' if getattr(run, 'deep', False) else 'no'}; seed: {run.seed}; harness: {HARNESS_VERSION}\n"
+        f"- Exit code: {code}\n\n"
+        + "```\n" + "\n".join(summary_lines(run)[1:]) + "\n```\n\n"
         "Requirements marked unverified by the contract are reported, not scored"
         + (" (scored here: --strict)" if run.strict else "") + ".\n\n"
-        "| Requirement | Level | Contract status | Verdict |\n|---|---|---|---|\n" + rows + "\n"
+        + (f"## Scored MUSTs not exercised\n\n{gaps}\n\n" if gaps else "")
+        + f"## Scored requirements ({level} level)\n\n{table_head}{_rows(scored)}\n\n"
+        + (f"## Profile pins (this project's choices; not scored at the contract level)\n\n{table_head}{_rows(pins)}\n\n" if pins else "")
+        + "## Other requirements (unverified or not scored)\n\n" + table_head
+        + _rows({rid: v for rid, v in verdicts.items() if rid not in scored and rid not in pins}) + "\n"
     )
 
 
@@ -155,17 +401,26 @@ def html_report(run: Run, verdicts: dict[str, dict[str, Any]]) -> str:
         f"<tr class='{esc(r.status.value)}'><td>{esc(r.check_id)}</td><td>{esc(r.era or '')}</td><td>{esc(r.status.value)}</td>"
         f"<td>{esc(' '.join(r.requirements))}</td><td>{esc(r.message)}</td></tr>" for r in run.results
     )
-    req_rows = "".join(
-        f"<tr class='{esc(v['verdict'])}'><td>{esc(rid)}</td><td>{esc(v['level'])}</td><td>{esc(v['status'])}</td>"
-        f"<td>{esc(v['verdict'])}</td></tr>" for rid, v in sorted(verdicts.items())
-    )
+
+    def req_rows(selected: dict[str, dict[str, Any]]) -> str:
+        return "".join(
+            f"<tr class='{esc(v['verdict'])}'><td>{esc(rid)}</td><td>{esc(v['level'])}</td><td>{esc(v['source'])}</td>"
+            f"<td>{esc(v['status'])}</td><td>{esc(v['outcome'])}</td><td>{esc(v['verdict'])}</td>"
+            f"<td>{esc('; '.join(g['era'] + ': ' + g['reason'] for g in v['not_exercised']))}</td></tr>"
+            for rid, v in sorted(selected.items()))
+
+    head = ("<tr><th>id</th><th>level</th><th>source</th><th>contract status</th><th>outcome</th><th>worst check</th>"
+            "<th>not exercised because</th></tr>")
+    scored = {rid: v for rid, v in verdicts.items() if v["scored"]}
+    pins = {rid: v for rid, v in verdicts.items() if v["source"] == "profile" and not v["scored"]}
     summary = "<br>".join(esc(line) for line in summary_lines(run) if line)
     return (
         "<!doctype html><html><head><meta charset='utf-8'><title>Engram MCP conformance</title><style>"
         "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px}"
-        ".FAIL,.ERROR,.XPASS{background:#fdd}.WARN,.BLOCKED{background:#ffd}.PASS{background:#dfd}</style></head><body>"
+        ".FAIL,.ERROR,.XPASS{background:#fdd}.WARN,.BLOCKED,.SKIP{background:#ffd}.PASS{background:#dfd}</style></head><body>"
         f"<h1>Engram memory over MCP {esc(load().version)}</h1><p>{summary}</p>"
-        f"<h2>Requirements</h2><table><tr><th>id</th><th>level</th><th>contract status</th><th>verdict</th></tr>{req_rows}</table>"
-        f"<h2>Checks</h2><table><tr><th>check</th><th>era</th><th>status</th><th>requirements</th><th>message</th></tr>{check_rows}</table>"
+        f"<h2>Scored requirements ({esc(level_of(run))} level)</h2><table>{head}{req_rows(scored)}</table>"
+        + (f"<h2>Profile pins (not scored at this level)</h2><table>{head}{req_rows(pins)}</table>" if pins else "")
+        + f"<h2>Checks</h2><table><tr><th>check</th><th>era</th><th>status</th><th>requirements</th><th>message</th></tr>{check_rows}</table>"
         "</body></html>\n"
     )

@@ -102,7 +102,7 @@ class World:
         import pytest
 
         if scope is None:
-            pytest.skip(f"the profile has no {role} scope")
+            pytest.skip(self.profile.lacks(role))
         return scope
 
     @property
@@ -156,6 +156,19 @@ class World:
 
         if tool in load().tools and tool not in self.offered(scope, principal):
             pytest.skip(f"the target does not offer {tool} to {principal} in {scope.label}")
+
+    def require_offered_unbound(self, tool: str) -> None:
+        """Without a host identity, the only view of the tools is tools/list with no binding: SKIP when it lists
+        tools but not this one (a target that lists none unbound, as memory is off by default, may still offer it)."""
+        import pytest
+
+        if ("", "", "") not in self.conn.offered:
+            reply = self.conn.list_tools(None)
+            tools = (reply.result or {}).get("tools", []) if reply.kind == "result" else []
+            self.conn.offered[("", "", "")] = frozenset(t.get("name") for t in tools if isinstance(t, dict))
+        listed = self.conn.offered[("", "", "")]
+        if listed and tool not in listed:
+            pytest.skip(f"the target does not offer {tool} (it lists other tools to a client without a binding)")
 
     def value(self, reply: Reply, what: str) -> dict[str, Any]:
         """The success value of a reply that a later step depends on; BLOCKED otherwise."""

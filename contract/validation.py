@@ -292,6 +292,15 @@ class ArgumentOracle:
                 found.extend(self._run(rule.id, arguments, now))
         return self._finish(found)
 
+    def clock_verdict(self, tool: str, arguments: Any, *, now: datetime) -> Verdict:
+        """Only the rules that need the clock, judged at ``now``. A server applies them to a first
+        execution, after its replay lookup: a retry keeps what its first call resolved (EMC-IDEM-013)."""
+        found: list[Violation] = []
+        for rule in self.contract.rules.values():
+            if rule.mechanism == "check" and rule.needs_clock and rule.applies_to(tool):
+                found.extend(self._run(rule.id, arguments, now))
+        return self._finish(found)
+
     def _run(self, rule_id: str, arguments: Any, now: datetime | None) -> Iterator[Violation]:
         code = self.contract.rules[rule_id].code
         for v in _CHECKS[rule_id](arguments, now):

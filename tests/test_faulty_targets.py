@@ -33,7 +33,8 @@ import pytest
 from engram_mcp.conformance._catalog import suite_checks
 from engram_mcp.contract import load
 
-pytestmark = pytest.mark.timeout(900)  # the batch of runs happens inside the first test that asks for it
+# The batch of runs happens inside the first test that asks for it; a deeper run, kept out of the default command.
+pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]
 
 WORKERS = 3  # runs in flight at once: each spends part of its time waiting on its servers
 RUN_TIMEOUT = 240.0  # seconds one conformance run may take before it is ended, servers and all
@@ -114,7 +115,8 @@ def test_the_plain_reference_raises_no_false_alarm(runs: dict[str, Any]) -> None
     control = runs["control"]
     assert not control.problem, f"{control.problem}\n{describe(control)}"
     flagged = {c: sorted(s) for c, s in control.statuses.items() if s & {"FAIL", "WARN", "ERROR", "XPASS"}}
-    assert control.exit_code == 0 and not flagged, f"exit {control.exit_code}, {flagged}\n{describe(control)}"
+    # The control runs the variants' --select prefixes: a partial run, so incomplete (5) at best.
+    assert control.exit_code == 5 and not flagged, f"exit {control.exit_code}, {flagged}\n{describe(control)}"
 
 
 # -- the catalog itself (no runs) ---------------------------------------------------------------------------

@@ -162,7 +162,51 @@ def test_the_host_profile_and_the_catalog_agree(by_id: dict[str, Any]) -> None:
     assert {rid: level for rid, level in stated} == {
         rid: entry["level"] for rid, entry in by_id.items() if rid.startswith("EMC-HP-")
     }
-    assert {entry["source"] for rid, entry in by_id.items() if rid.startswith("EMC-HP-")} == {"profile"}
+    assert {entry["source"] for rid, entry in by_id.items() if rid.startswith("EMC-HP-")} == {"profile", "wiring"}
+
+
+# -- levels: contract (cited), wiring, profile --------------------------------
+
+CONTRACT_SOURCE = ROOT.parent / "shared" / "contract-source" / "engram-memory-mcp.es.txt"
+
+
+def test_every_contract_requirement_cites_the_contract(requirements: list[dict[str, Any]]) -> None:
+    uncited = [r["id"] for r in requirements if r["source"] == "contract" and not r.get("contract_ref")]
+    assert uncited == []
+    assert all(r["contract_ref"]["section"].startswith("§") for r in requirements if r["source"] == "contract")
+
+
+def test_only_host_profile_ids_are_wiring(requirements: list[dict[str, Any]]) -> None:
+    assert sorted(r["id"] for r in requirements if r["source"] == "wiring" and not r["id"].startswith("EMC-HP-")) == []
+
+
+def test_split_pins_name_a_contract_parent(by_id: dict[str, Any]) -> None:
+    wrong = [(rid, e["split_from"]) for rid, e in by_id.items() if "split_from" in e
+             and (e["source"] != "profile" or by_id.get(e["split_from"], {}).get("source") != "contract")]
+    assert wrong == []
+
+
+def test_split_pins_are_exercised_by_their_parents_checks(by_id: dict[str, Any]) -> None:
+    missing = [rid for rid, e in by_id.items() if "split_from" in e
+               and not set(by_id[e["split_from"]]["checks"]) <= set(e["checks"])]
+    assert missing == []
+
+
+@pytest.mark.skipif(not CONTRACT_SOURCE.exists(), reason="the contract source text is not beside this checkout")
+def test_every_citation_is_found_in_the_contract_source(requirements: list[dict[str, Any]]) -> None:
+    source = " ".join(CONTRACT_SOURCE.read_text(encoding="utf-8").split())
+    missing = [r["id"] for r in requirements if r.get("contract_ref") and " ".join(r["contract_ref"]["quote"].split()) not in source]
+    assert missing == []
+
+
+def test_schema_requires_a_citation_of_contract_entries(catalog: dict[str, Any]) -> None:
+    broken = copy.deepcopy(catalog)
+    entry = next(r for r in broken["requirements"] if r["source"] == "contract")
+    del entry["contract_ref"]
+    assert not load().validator(load().data_schema("requirements")).is_valid(broken)
+    wired = copy.deepcopy(catalog)
+    next(r for r in wired["requirements"] if not r["id"].startswith("EMC-HP-"))["source"] = "wiring"
+    assert not load().validator(load().data_schema("requirements")).is_valid(wired)
 
 
 def test_every_id_in_contract_md_is_catalogued(by_id: dict[str, Any], contract_md: str) -> None:
@@ -256,6 +300,7 @@ def _one(level: str = "MUST", status: str = "established", checks: tuple[str, ..
         "eras": ["legacy", "modern"],
         "status": status,
         "source": "contract",
+        "contract_ref": {"section": "§0", "quote": "synthetic"},
         "observable": exclusion is None,
         "checks": list(checks),
         "exclusion": exclusion,

@@ -6,7 +6,10 @@ The catalog comes from ``engram_mcp.contract.load().requirements``, never from
 the data files directly. A requirement is *tested* when it lists a harness
 check, *excluded* when it carries a written reason why the wire cannot show
 it, and *uncovered* otherwise. Unverified requirements are listed apart and
-never scored.
+never scored. Each row names its source: *contract* (the contract text says it
+and the catalog cites the sentence), *wiring* (the host-profile carriers the
+harness needs to act as host; scored with the contract) or *profile* (this
+project's pins, scored only by ``conformance --level profile``).
 
 Exit status: 1 when an established MUST or MUST NOT is uncovered, else 0.
 With ``--pin FILE`` the uncovered MUST list is compared instead with the ids
@@ -38,6 +41,7 @@ class Row:
     section: str
     checks: tuple[str, ...]
     exclusion: str | None
+    source: str = "contract"
 
     @property
     def coverage(self) -> str:
@@ -65,6 +69,7 @@ def rows_of(catalog: Mapping[str, Any]) -> list[Row]:
             section=item["section"],
             checks=tuple(item.get("checks", ())),
             exclusion=item.get("exclusion"),
+            source=item.get("source", "contract"),
         )
         for item in catalog["requirements"]
     ]
@@ -79,8 +84,13 @@ def summary(rows: Sequence[Row]) -> dict[str, Any]:
     for row in rows:
         if row.scored:
             per_level[row.level][row.coverage] += 1
+    per_source: dict[str, int] = {}
+    for row in rows:
+        if row.scored and row.level in BINDING_LEVELS:
+            per_source[row.source] = per_source.get(row.source, 0) + 1
     return {
         "per_level": per_level,
+        "musts_per_source": per_source,
         "unverified": [{"id": r.id, "level": r.level} for r in rows if not r.scored],
         "uncovered_musts": uncovered_musts(rows),
     }
@@ -94,9 +104,9 @@ def _shorten(text: str, width: int = 90) -> str:
 
 
 def render_text(rows: Sequence[Row]) -> str:
-    lines = [f"{'id':<14} {'level':<10} {'status':<11} {'section':<24} checks or exclusion"]
+    lines = [f"{'id':<14} {'level':<10} {'source':<9} {'status':<11} {'section':<24} checks or exclusion"]
     for r in rows:
-        lines.append(f"{r.id:<14} {r.level:<10} {r.status:<11} {r.section:<24} {_shorten(r.detail)}")
+        lines.append(f"{r.id:<14} {r.level:<10} {r.source:<9} {r.status:<11} {r.section:<24} {_shorten(r.detail)}")
     lines += ["", _summary_text(summary(rows))]
     return "\n".join(lines)
 
@@ -107,6 +117,8 @@ def _summary_text(s: dict[str, Any]) -> str:
         lines.append(f"{level:<10} {counts['tested']:>7} {counts['excluded']:>9} {counts['uncovered']:>10}")
     unverified = ", ".join(f"{u['id']} ({u['level']})" for u in s["unverified"]) or "none"
     lines.append(f"unverified, not scored: {unverified}")
+    lines.append("established MUST / MUST NOT by source: "
+                 + ", ".join(f"{source} {n}" for source, n in sorted(s["musts_per_source"].items())))
     lines.append(f"uncovered MUST / MUST NOT: {len(s['uncovered_musts'])}")
     return "\n".join(lines)
 
@@ -115,8 +127,8 @@ def render_markdown(rows: Sequence[Row]) -> str:
     def cell(text: str) -> str:
         return text.replace("|", "\\|")
 
-    lines = ["| id | level | status | section | checks or exclusion |", "|---|---|---|---|---|"]
-    lines += [f"| {r.id} | {r.level} | {r.status} | {cell(r.section)} | {cell(r.detail)} |" for r in rows]
+    lines = ["| id | level | source | status | section | checks or exclusion |", "|---|---|---|---|---|---|"]
+    lines += [f"| {r.id} | {r.level} | {r.source} | {r.status} | {cell(r.section)} | {cell(r.detail)} |" for r in rows]
     s = summary(rows)
     lines += ["", "| level | tested | excluded | uncovered |", "|---|---:|---:|---:|"]
     lines += [f"| {lvl} | {c['tested']} | {c['excluded']} | {c['uncovered']} |" for lvl, c in s["per_level"].items()]
@@ -131,6 +143,7 @@ def render_json(rows: Sequence[Row]) -> str:
             "id": r.id,
             "level": r.level,
             "status": r.status,
+            "source": r.source,
             "section": r.section,
             "coverage": r.coverage,
             "checks": list(r.checks),

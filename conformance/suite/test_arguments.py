@@ -53,7 +53,7 @@ from typing import Any
 import pytest
 
 from engram_mcp.conformance import _fuzz as fuzz
-from engram_mcp.conformance._checks import check, require
+from engram_mcp.conformance._checks import check, not_applicable, require
 from engram_mcp.conformance._connect import Reply
 from engram_mcp.conformance._world import World
 from engram_mcp.contract import load
@@ -315,7 +315,7 @@ def run_family(world: World, harness: Any, check_id: str, family: str, tool: str
     world._require_offered(tool, scope, principal)  # the cases are sent with meta=, which World.call does not vet
     cases = generated(family, tool, harness.seed, harness.examples, world.profile.purpose_ref)
     if not cases:
-        pytest.skip(f"{tool} has no argument this family applies to")
+        not_applicable(f"{tool} has no argument this family applies to")
     # A lone surrogate is valid JSON text that no SDK session can serialise: a raw session sends it.
     raw = {id(c) for c in cases if c.unsendable == fuzz.LONE_SURROGATE}
     sendable = [c for c in cases if not c.unsendable or id(c) in raw]

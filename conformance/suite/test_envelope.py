@@ -1,4 +1,4 @@
-"""The result envelope: one exact shape, a faithful text copy, the error table's codes and texts, no echo.
+"""The result envelope: one exact shape, a faithful text copy, the error table's codes, constant sanitised texts, no echo.
 
 Most checks judge one sample of calls per era, made in the primary scope by a
 principal granted every tool: a success and several refusals of each tool
@@ -6,6 +6,12 @@ principal granted every tool: a success and several refusals of each tool
 lifecycle refusals). The sample is made once per era and shared by the checks.
 Its mutations touch only what the sample itself created: a candidate it
 withdraws and a record it forgets.
+
+The checks on error codes and messages judge more than the sample: every
+tools/call any check of the run made in the era (each session records its
+calls), so the codes only other checks provoke — UNAUTHORIZED, RANKING_UNAVAILABLE,
+PROJECTION_OVERSIZED and the rest — are judged too. They run after every other
+check (the suite's conftest orders them last).
 
 envelope.no-reflection plants a marker in every string of the arguments of
 every tool (and in unknown members, host-owned members, oversized and non-NFC
@@ -24,18 +30,21 @@ from typing import Any
 import pytest
 
 from engram_mcp.conformance import _fuzz as fuzz
-from engram_mcp.conformance._checks import Blocked, check, require
+from engram_mcp.conformance import _messages as messages
+from engram_mcp.conformance._checks import Blocked, check, pin, require
 from engram_mcp.conformance._connect import Reply
 from engram_mcp.conformance._world import DIGEST, World, capture_arguments, fresh_key, unique
 from engram_mcp.contract import load
 
 CONTRACT = load()
 ERRORS = CONTRACT.errors
+TABLE_TEXT = "EMC-ENV-008"  # profile: each message is spec/errors.json's text for its code
 TOOLS = fuzz.TOOLS
 TOOL_IDS = [t.removeprefix("engram_memory_") for t in TOOLS]
 SEARCH, GET, CAPTURE, ADMIT, WITHDRAW, FORGET = (fuzz.SEARCH, fuzz.GET, fuzz.CAPTURE, fuzz.ADMIT, fuzz.WITHDRAW,
                                                  fuzz.FORGET)
 AUDIT_MIN, AUDIT_MAX = CONTRACT.limit("audit_id.min_chars"), CONTRACT.limit("audit_id.max_chars")
+AUDIT_PIN = "EMC-HP-052"  # profile: the host profile's auditId (its length bound among it)
 SUCCESS_KEYS = frozenset({"ok", "output", "auditId", "redactionClass"})
 FAILURE_KEYS = frozenset({"ok", "auditId", "redactionClass", "error"})
 ERROR_KEYS = frozenset({"code", "message", "retriable"})
@@ -364,36 +373,98 @@ def test_every_success_value_satisfies_its_tools_value_schema(world: World, harn
     fail_with(problems, "success values break their value schema")
 
 
-@check("envelope.error-codes", "EMC-ERR-001", "EMC-ERR-002", "EMC-ERR-003")
-def test_error_codes_come_from_the_table_for_that_tool(world: World, harness: Any) -> None:
-    """error.code is in spec/errors.json, listed for the tool, with the table's retriable flag."""
-    failures = _errors(world, harness)
+def every_call(world: World, harness: Any) -> list[Observed]:
+    """Every tools/call this era's sessions made during the run (this check runs last), the sample included."""
+    sample(world, harness)
+    sessions = [harness.connection(world.era), *(c for c in harness.extra if c.era == world.era)]
+    raw = harness.raw_sessions.get(world.era)
+    calls = [call for session in [*sessions, *([raw] if raw is not None else [])] for call in session.calls]
+    return [Observed(f"call {n} of the run ({tool})", tool, None, reply) for n, (tool, reply) in enumerate(calls, 1)]
+
+
+def refusals(world: World, harness: Any) -> list[tuple[Observed, dict[str, Any]]]:
+    """The refusals among every call of the run, each with its error object."""
+    observed = every_call(world, harness)
+    failures = [(o, o.reply.envelope["error"]) for o in observed
+                if o.reply.kind == "result" and isinstance(o.reply.envelope, dict)
+                and o.reply.envelope.get("ok") is False and isinstance(o.reply.envelope.get("error"), dict)]
+    world.evidence.add("calls_judged", len(observed))
+    require(failures, "no call of the run was refused with an error object")
+    tally: dict[str, int] = {}
+    for observed_call, error in failures:
+        name = f"{observed_call.tool.removeprefix('engram_memory_')}:{error.get('code')}"
+        tally[name] = tally.get(name, 0) + 1
+    world.evidence.add("codes", dict(sorted(tally.items())))
+    world.evidence.add("retriable_codes_seen", sorted({str(e.get("code")) for _, e in failures
+                                                       if ERRORS.get(e.get("code")) is not None
+                                                       and ERRORS[e.get("code")].retriable}))
+    return failures
+
+
+@check("envelope.error-codes", "EMC-ERR-001", "EMC-ERR-002")
+@pytest.mark.engram_run_last
+def test_error_codes_come_from_the_table(world: World, harness: Any) -> None:
+    """Every refusal of the whole run carries a code of spec/errors.json, with the table's retriable flag."""
     problems = []
-    for observed, error in failures:
+    for observed, error in refusals(world, harness):
         code = error.get("code")
         entry = ERRORS.get(code) if isinstance(code, str) else None
         if entry is None:
             problems.append(f"{observed.label}: {code!r} is not a code of the error table")
-            continue
-        if observed.tool not in entry.tools:
-            problems.append(f"{observed.label}: {code} is not a code {observed.tool} may send")
-        if error.get("retriable") is not entry.retriable:
+        elif error.get("retriable") is not entry.retriable:
             problems.append(f"{observed.label}: {code} with retriable {error.get('retriable')!r}, "
                             f"the table says {str(entry.retriable).lower()}")
-    world.evidence.add("codes", sorted({f"{o.tool.removeprefix('engram_memory_')}:{e.get('code')}"
-                                        for o, e in failures}))
-    fail_with(problems, "refusals use codes outside the table")
+    fail_with(problems, "refusals use codes outside the table or the wrong retriable flag")
+
+
+@check("envelope.error-tools", "EMC-ERR-003")
+@pytest.mark.engram_run_last
+def test_each_tool_sends_only_its_codes(world: World, harness: Any) -> None:
+    """Every refusal of the whole run carries a code spec/errors.json lists for the tool that sent it."""
+    problems = []
+    for observed, error in refusals(world, harness):
+        entry = ERRORS.get(error.get("code")) if isinstance(error.get("code"), str) else None
+        if entry is not None and observed.tool in CONTRACT.tools and observed.tool not in entry.tools:
+            problems.append(f"{observed.label}: {entry.code} is not a code {observed.tool} may send")
+    fail_with(problems, "refusals use codes their tool may not send")
+
+
+def table_text(label: str, error: dict[str, Any]) -> None:
+    """The profile pin on a message: this project's text for the code (judged apart, at --level profile)."""
+    entry = ERRORS.get(error.get("code")) if isinstance(error.get("code"), str) else None
+    if entry is not None:
+        pin(TABLE_TEXT, error.get("message") == entry.message,
+            f"{label}: {entry.code} came with {fuzz.describe(error.get('message'), 120)}, not the table's text")
 
 
 @check("envelope.fixed-messages", "EMC-ENV-006")
-def test_each_code_comes_with_its_fixed_message(world: World, harness: Any) -> None:
-    """error.message is exactly the table's text for the code."""
+@pytest.mark.engram_run_last
+def test_each_code_comes_with_one_sanitised_message(world: World, harness: Any) -> None:
+    """error.message is one text per code over every refusal of the run, and never holds the call's own values,
+    a path, a stack trace or exception text. The wording is the target's own."""
     problems = []
-    for observed, error in _errors(world, harness):
-        entry = ERRORS.get(error.get("code")) if isinstance(error.get("code"), str) else None
-        if entry is not None and error.get("message") != entry.message:
-            problems.append(f"{observed.label}: {entry.code} came with {fuzz.describe(error.get('message'), 120)}")
-    fail_with(problems, "refusals carry a message other than the table's")
+    texts: dict[str, dict[str, str]] = {}  # code -> message -> the first call that sent it
+    for observed, error in refusals(world, harness):
+        code, message = error.get("code"), error.get("message")
+        if not isinstance(code, str) or not isinstance(message, str):
+            continue  # envelope.failure-shape reports these
+        texts.setdefault(code, {}).setdefault(message, observed.label)
+        found = messages.leak(message)
+        if found:
+            problems.append(f"{observed.label}: the {code} message holds {found}: {fuzz.describe(message, 120)}")
+        table_text(observed.label, error)
+    for code, seen in sorted(texts.items()):
+        if len(seen) > 1:
+            problems.append(f"{code} came with {len(seen)} different messages: "
+                            + "; ".join(f"{fuzz.describe(m, 80)} ({where})" for m, where in list(seen.items())[:3]))
+    for observed, error in _errors(world, harness):  # the sample: calls whose arguments are known
+        message = error.get("message")
+        echoed = messages.echo(message, observed.arguments) if isinstance(message, str) else None
+        if echoed:
+            problems.append(f"{observed.label}: the {error.get('code')} message repeats the argument value "
+                            f"{fuzz.describe(echoed, 60)}")
+    world.evidence.add("messages_per_code", {code: len(seen) for code, seen in sorted(texts.items())})
+    fail_with(problems, "refusals carry messages that vary, leak or echo")
 
 
 # -- no reflection ------------------------------------------------------------------------------------
@@ -483,9 +554,7 @@ def test_no_reply_repeats_what_the_arguments_said(world: World, harness: Any, to
             problems.append(f"{label}: the marker is repeated in {where}")
         envelope = reply.envelope if isinstance(reply.envelope, dict) else {}
         error = envelope.get("error") if isinstance(envelope.get("error"), dict) else {}
-        entry = ERRORS.get(error.get("code")) if isinstance(error.get("code"), str) else None
-        if entry is not None and error.get("message") != entry.message:
-            problems.append(f"{label}: {entry.code} came with a message other than the table's")
+        table_text(label, error)
         return reply
 
     for planted in fuzz.marker_cases(tool, marker, purpose=purpose):
@@ -518,7 +587,8 @@ def test_no_reply_repeats_what_the_arguments_said(world: World, harness: Any, to
 
 @check("envelope.audit-id", "EMC-ENV-002", "EMC-ENV-003", "EMC-HP-052")
 def test_every_envelope_has_its_own_audit_id(world: World, harness: Any) -> None:
-    """auditId is a string of audit_id.min_chars to audit_id.max_chars characters, never seen before in the run."""
+    """auditId is a string never seen before in the run; its form is the target's own (the host profile's
+    audit_id.min_chars to audit_id.max_chars bound is a profile pin)."""
     observed = envelopes(world, harness)
     state = run_state(harness)
     problems = []
@@ -526,8 +596,8 @@ def test_every_envelope_has_its_own_audit_id(world: World, harness: Any) -> None
         audit_id = envelope.get("auditId") if isinstance(envelope, dict) else None
         if not isinstance(audit_id, str):
             problems.append(f"{item.label}: auditId is {audit_id!r}")
-        elif not AUDIT_MIN <= len(audit_id) <= AUDIT_MAX:
-            problems.append(f"{item.label}: auditId has {len(audit_id)} characters")
+        else:
+            pin(AUDIT_PIN, AUDIT_MIN <= len(audit_id) <= AUDIT_MAX, f"{item.label}: auditId has {len(audit_id)} characters")
     problems += [f"auditId {where}" for where in state.repeated]
     world.evidence.add("audit_ids_seen", len(state.audit_ids))
-    fail_with(problems, "auditIds are missing, out of bounds or repeated")
+    fail_with(problems, "auditIds are missing or repeated")

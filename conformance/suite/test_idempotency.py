@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import secrets
+import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -154,6 +156,46 @@ def test_a_repeated_mutation_returns_the_first_result_marked_replayed(world: Wor
         f"the replay differs from the first result in {differs}")
 
 
+def instant(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+EXPIRY_AHEAD = timedelta(seconds=3)  # far enough for the first capture to be in time, near enough to wait out
+CLOCK_MARGIN = 1.5  # seconds waited past expires_at, so the target's clock agrees that it has passed
+
+
+@check("idempotency.retry-after-expiry", "EMC-IDEM-013")
+def test_a_retry_keeps_the_retention_of_its_first_capture(world: World) -> None:
+    """A capture retried after its expires_at has passed is still the same capture: duplicate_exact, not INVALID_SCHEMA."""
+    expires = datetime.now(UTC) + EXPIRY_AHEAD
+    retention = {"derivative_rule": "make-ineligible", "expires_at": instant(expires)}
+    arguments = capture_arguments(world.profile.purpose_ref, text=text_with(unique("idem")), retention=retention)
+    first = world.call(CAPTURE, copy.deepcopy(arguments))
+    world.evidence.add("first", seen(first))
+    first_value = first.value
+    require(first_value is not None and first_value.get("status") == "committed_pending",
+            f"a capture whose expires_at is {EXPIRY_AHEAD.total_seconds():.0f} s ahead was not taken ({seen(first)}): "
+            "the target's clock may be ahead of the harness's")
+    time.sleep(max(0.0, (expires - datetime.now(UTC)).total_seconds()) + CLOCK_MARGIN)
+    # A first capture with that expires_at is refused now: the target's clock agrees that it has passed.
+    fresh = world.call(CAPTURE, {**copy.deepcopy(arguments), "idempotency_key": fresh_key()})
+    world.evidence.add("new_key_after_expiry", seen(fresh))
+    require(fresh.code == "INVALID_SCHEMA",
+            f"a first capture whose expires_at passed {CLOCK_MARGIN} s ago answered {seen(fresh)}, not INVALID_SCHEMA, "
+            "so the target's clock cannot be shown to have passed it")
+    # The first arguments, unchanged: only the clock has moved past expires_at.
+    second = world.call(CAPTURE, copy.deepcopy(arguments))
+    world.evidence.add("retry_after_expiry", seen(second))
+    second_value = second.value
+    assert second_value is not None, (
+        f"a retry of a capture the target took was refused once its expires_at had passed ({second.kind} "
+        f"{second.code!r}): a retry reuses the retention resolved at the first capture")
+    assert second_value.get("status") == "duplicate_exact", (
+        f"a retry after expires_at answered {second_value.get('status')!r}, not duplicate_exact")
+    assert second_value.get("candidate_id") == first_value.get("candidate_id"), (
+        "the retry named another candidate than the first capture")
+
+
 # -- conflicts -----------------------------------------------------------------
 
 
@@ -229,7 +271,8 @@ def test_keys_belong_to_one_principal(world: World) -> None:
     scope = world.primary
     capturers = sorted(p for p, granted in scope.principals.items() if CAPTURE in granted)
     if len(capturers) < 2:
-        pytest.skip(f"{scope.label} has fewer than two principals granted capture")
+        pytest.skip(f"the profile grants capture to {len(capturers)} principal(s) of {scope.label}: keys scoped per "
+                    "principal need two, so naming a second principal granted capture there unlocks this check")
     first, second = capturers[:2]
     purpose = world.profile.purpose_ref
     # Identical content under one key: a replay across principals would answer duplicate_exact.

@@ -17,6 +17,9 @@ from engram_mcp.contract import record_id
 SEARCH, GET, CAPTURE = "engram_memory_search", "engram_memory_get", "engram_memory_capture"
 ADMIT, WITHDRAW, FORGET = "engram_memory_request_admission", "engram_memory_withdraw", "engram_memory_forget"
 REASON = "reason:conformance"
+# Scope roles, named with what the profile must state for a check that needs one.
+REJECTING = "secret-rejecting (admission_policy reject or secret-scan, ungated, one principal granted every tool)"
+ADJUDICATING = "adjudicating (admission_policy adjudicate, ungated, a principal granted capture and request_admission)"
 
 
 # -- helpers -------------------------------------------------------------------
@@ -104,7 +107,7 @@ def test_a_candidate_that_is_not_current_is_neither_searchable_nor_gettable(worl
     marker = unique("life")
     scope = world.primary
     if state == "rejected":
-        scope = world.need(world.profile.rejecting_secrets(), "secret-rejecting")
+        scope = world.need(world.profile.rejecting_secrets(), REJECTING)
         text = f"{text_with(marker)} Note: {planted_credential()}"
     else:
         text = text_with(marker)
@@ -158,10 +161,10 @@ def test_an_accepted_candidate_becomes_a_current_record(world: World) -> None:
 def test_rejection_and_adjudication_are_success_envelopes(world: World, status: str) -> None:
     """rejected and pending_adjudication arrive in a success envelope that echoes the candidate."""
     if status == "rejected":
-        scope = world.need(world.profile.rejecting_secrets(), "secret-rejecting")
+        scope = world.need(world.profile.rejecting_secrets(), REJECTING)
         text = f"{text_with(unique('life'))} Note: {planted_credential()}"
     else:
-        scope = world.need(world.profile.adjudicating(), "adjudicating")
+        scope = world.need(world.profile.adjudicating(), ADJUDICATING)
         text = None
     principal = world.principal(scope, {CAPTURE, ADMIT})
     _, captured = world.capture(scope=scope, principal=principal, text=text)
@@ -194,7 +197,7 @@ def test_the_caller_cannot_supply_the_decision(world: World, member: str) -> Non
 @check("lifecycle.adjudication-keeps-pending", "EMC-LIFE-009")
 def test_a_candidate_awaiting_adjudication_stays_pending(world: World) -> None:
     """After pending_adjudication, admission may be asked again and withdraw still succeeds."""
-    scope = world.need(world.profile.adjudicating(), "adjudicating")
+    scope = world.need(world.profile.adjudicating(), ADJUDICATING)
     principal = world.principal(scope, {CAPTURE, ADMIT, WITHDRAW})
     _, captured = world.capture(scope=scope, principal=principal)
     candidate = captured["candidate_id"]
@@ -361,7 +364,8 @@ def test_forgotten_content_is_never_silently_readmitted(world: World) -> None:
 @pytest.mark.parametrize("other", ["other-tenant", "sibling-workspace"])
 def test_a_record_stays_in_its_scope(world: World, other: str) -> None:
     """A record admitted in the primary scope is not found by search, nor returned by get, in another scope."""
-    scope = world.need(world.profile.other_tenant() if other == "other-tenant" else world.profile.sibling_workspace(), other)
+    scope = world.need(world.profile.other_tenant() if other == "other-tenant" else world.profile.sibling_workspace(),
+                       f"{other} (tenant isolation needs a second scope with memory on and a principal)")
     principal = world.principal(scope, {SEARCH, GET})
     marker = unique("life")
     _, rid, _ = accepted(world, text_with(marker))
@@ -381,6 +385,38 @@ def _capture_outcome(world: World, scope: ScopeProfile | None = None, **payload:
     scope = scope or world.primary
     principal = world.principal(scope, {CAPTURE})
     return world.call(CAPTURE, capture_arguments(world.profile.purpose_ref, **payload), scope=scope, principal=principal)
+
+
+def refused_capture(world: World, scope: ScopeProfile, code: str, what: str, **offending: Any) -> None:
+    """A capture carrying ``offending`` is refused with ``code``, and the refusal left nothing behind.
+
+    Three things would show that it did: the same call sent again is no longer refused the
+    same way (a replay, or a DIGEST_CONFLICT because the key was taken); the same key with
+    the offending part left out is not a first capture (committed_pending); or a search finds
+    the refused content.
+    """
+    principal = world.principal(scope, {CAPTURE})
+    marker = unique("life")
+    refused = capture_arguments(world.profile.purpose_ref, text=text_with(marker), **offending)
+    first = world.call(CAPTURE, refused, scope=scope, principal=principal)
+    world.evidence.add("scope", scope.label)
+    world.evidence.add("capture", seen(first))
+    assert first.code == code, f"{what} answered {seen(first)}, not {code}"
+    again = world.call(CAPTURE, refused, scope=scope, principal=principal)
+    world.evidence.add("same_call_again", seen(again))
+    assert again.code == code, (
+        f"{what}, sent again with the same key, answered {seen(again)}: the refused call left something behind")
+    searcher = scope.principal_with({SEARCH})
+    if searcher is not None:
+        found = search_ids(world, marker, scope=scope, principal=searcher)
+        world.evidence.add("search_records", len(found))
+        assert found == [], f"a search finds {len(found)} record(s) holding the content of a refused capture"
+    fixed = {**refused, "payload": {k: v for k, v in refused["payload"].items() if k not in offending}}
+    retry = world.call(CAPTURE, fixed, scope=scope, principal=principal)
+    world.evidence.add("same_key_fixed", seen(retry))
+    assert (retry.value or {}).get("status") == "committed_pending", (
+        f"after {what} was refused, the same key with the arguments fixed answered {seen(retry)}, "
+        "not a first capture (committed_pending): the refused call reserved the key or stored its content")
 
 
 @check("lifecycle.retention-default", "EMC-RET-002")
@@ -408,61 +444,61 @@ def _scope_by_retain(world: World, allowed: bool) -> ScopeProfile | None:
 @check("lifecycle.retain-permission", "EMC-RET-003", "EMC-CAP-013")
 @pytest.mark.parametrize("permission", ["not-allowed", "allowed"])
 def test_retain_needs_the_hosts_permission(world: World, permission: str) -> None:
-    """derivative_rule retain is UNAUTHORIZED where the host does not allow it, and accepted where it does."""
+    """derivative_rule retain is UNAUTHORIZED, storing nothing, where the host does not allow it; accepted where it does."""
     allowed = permission == "allowed"
-    scope = world.need(_scope_by_retain(world, allowed), f"retain-{permission}")
+    scope = world.need(_scope_by_retain(world, allowed),
+                       f"retain-{permission} (allow_retain = {str(allowed).lower()}, a principal granted capture)")
+    if not allowed:
+        refused_capture(world, scope, "UNAUTHORIZED", "retain without the host's permission",
+                        retention={"derivative_rule": "retain"})
+        return
     reply = _capture_outcome(world, scope, retention={"derivative_rule": "retain"})
     world.evidence.add("scope", scope.label)
     world.evidence.add("capture", seen(reply))
-    if allowed:
-        value = reply.value
-        assert value is not None and value.get("status") == "committed_pending", (
-            f"retain where the host allows it answered {seen(reply)}")
-    else:
-        assert reply.code == "UNAUTHORIZED", f"retain without the host's permission answered {seen(reply)}"
+    value = reply.value
+    assert value is not None and value.get("status") == "committed_pending", (
+        f"retain where the host allows it answered {seen(reply)}")
 
 
 @check("lifecycle.retention-ceiling", "EMC-RET-004", "EMC-CAP-013")
 def test_an_expiry_beyond_the_ceiling_is_unauthorized(world: World) -> None:
-    """expires_at later than the host's retention ceiling is UNAUTHORIZED; one within it is accepted."""
+    """expires_at later than the host's retention ceiling is UNAUTHORIZED and stores nothing; one within it is accepted."""
     ceiling = world.primary.retention_ceiling_seconds
     if ceiling <= 0:
-        pytest.skip("the profile states no retention ceiling for the primary scope")
+        pytest.skip("the profile states no retention ceiling for the primary scope (profile key "
+                    "retention_ceiling_seconds): stating it unlocks this check")
     now = datetime.now(UTC)
     beyond = instant(now + timedelta(seconds=ceiling) + timedelta(days=2))  # a margin for the clocks
     within = instant(now + timedelta(seconds=min(ceiling // 2, 86_400)))
-    far = _capture_outcome(world, retention={"derivative_rule": "make-ineligible", "expires_at": beyond})
+    refused_capture(world, world.primary, "UNAUTHORIZED", "expires_at beyond the ceiling",
+                    retention={"derivative_rule": "make-ineligible", "expires_at": beyond})
     near = _capture_outcome(world, retention={"derivative_rule": "make-ineligible", "expires_at": within})
-    world.evidence.add("beyond_ceiling", seen(far))
     world.evidence.add("within_ceiling", seen(near))
-    assert far.code == "UNAUTHORIZED", f"expires_at beyond the ceiling answered {seen(far)}"
     assert (near.value or {}).get("status") == "committed_pending", f"expires_at within the ceiling answered {seen(near)}"
 
 
 @check("lifecycle.retention-past", "EMC-RET-005")
 def test_an_expiry_in_the_past_is_invalid(world: World) -> None:
-    """expires_at before the capture time is INVALID_SCHEMA."""
+    """expires_at before the capture time is INVALID_SCHEMA, and the refused capture leaves nothing behind."""
     past = instant(datetime.now(UTC) - timedelta(hours=1))
-    reply = _capture_outcome(world, retention={"derivative_rule": "make-ineligible", "expires_at": past})
-    world.evidence.add("capture", seen(reply))
-    assert reply.code == "INVALID_SCHEMA", f"expires_at in the past answered {seen(reply)}"
+    refused_capture(world, world.primary, "INVALID_SCHEMA", "expires_at in the past",
+                    retention={"derivative_rule": "make-ineligible", "expires_at": past})
 
 
 @check("lifecycle.reconciliation-consent", "EMC-CAP-012", "EMC-CAP-013")
 @pytest.mark.parametrize("family", ["unconsented", "consented"])
 def test_a_reconciliation_family_needs_the_hosts_consent(world: World, family: str) -> None:
-    """A family the host has not consented to is UNAUTHORIZED; a consented one is committed_pending."""
+    """A family the host has not consented to is UNAUTHORIZED and stores nothing; a consented one is committed_pending."""
     consented = sorted(world.primary.consented_families)
-    if family == "consented":
-        if not consented:
-            pytest.skip("the primary scope consents to no reconciliation family")
-        name = consented[0]
-    else:
+    if family == "unconsented":
         name = "family:conformance-" + unique("f")
         require(name not in consented, "the made-up family is consented")
-    reply = _capture_outcome(world, reconciliation={"family_refs": [name]})
+        refused_capture(world, world.primary, "UNAUTHORIZED", "a family the host never consented to",
+                        reconciliation={"family_refs": [name]})
+        return
+    if not consented:
+        pytest.skip("the profile consents the primary scope to no reconciliation family (profile key "
+                    "consented_families): naming one unlocks this case")
+    reply = _capture_outcome(world, reconciliation={"family_refs": [consented[0]]})
     world.evidence.add("capture", seen(reply))
-    if family == "consented":
-        assert (reply.value or {}).get("status") == "committed_pending", f"a consented family answered {seen(reply)}"
-    else:
-        assert reply.code == "UNAUTHORIZED", f"a family the host never consented to answered {seen(reply)}"
+    assert (reply.value or {}).get("status") == "committed_pending", f"a consented family answered {seen(reply)}"

@@ -54,6 +54,19 @@ class Targets:
 
 _TARGETS: dict[int, Targets] = {}
 
+# The probes come in groups, each its own case of every check, so that a group the profile
+# cannot set up is SKIPPED with what would unlock it, never quietly left out of a passing check.
+GROUPS = {"own-scope": ("pending", "withdrawn", "forgotten"), "rejected": ("rejected",),
+          "other-tenant": ("other-tenant",), "other-workspace": ("other-workspace",)}
+UNLOCK = {
+    "rejected": "the profile names no ungated scope whose admission policy rejects secrets (admission_policy "
+                "reject or secret-scan, a principal granted every tool): the rejected-candidate probes need one",
+    "other-tenant": "the profile names no scope of another tenant where a principal is granted capture: "
+                    "the out-of-scope probes need a second tenant's scope",
+    "other-workspace": "the profile names no other workspace of the primary scope's tenant where a principal is "
+                       "granted capture: the out-of-scope probes need a sibling workspace",
+}
+
 
 
 
@@ -97,7 +110,7 @@ def _elsewhere(world: World, targets: Targets, label: str, pending_scope: ScopeP
     primary = world.primary
     pending = _capture_in(world, pending_scope) if pending_scope is not None else None
     if pending is None:
-        targets.notes[label] = "no scope in that role where a candidate can be captured"
+        targets.notes[label] = UNLOCK[label]
         return
     targets.candidates.append(Target(label, pending["candidate_id"], primary))
     for scope in record_scopes:
@@ -145,7 +158,7 @@ def _build(world: World) -> Targets:
     rejecting = profile.rejecting_secrets()
     principal = rejecting.principal_with({CAPTURE, ADMIT}) if rejecting else None
     if rejecting is None or principal is None:
-        targets.notes["rejected"] = "no scope rejects secrets"
+        targets.notes["rejected"] = UNLOCK["rejected"]
     else:
         _, rejected = world.capture(scope=rejecting, principal=principal,
                                     text=f"Decision {unique('nf')}: {planted_credential()}")
@@ -227,16 +240,29 @@ def probe(world: World, tool: str, target: Target, principal: str) -> tuple[Repl
     return reply, asked
 
 
-def indistinguishable(world: World, tool: str, pool: list[Target]) -> None:
-    """Every target of the pool gets NOT_FOUND, and the very reply (and confirmation round) the unknown id gets."""
+def group_pool(world: World, tool: str, pool: list[Target], group: str) -> list[Target]:
+    """The unknown id and the group's targets; SKIP, saying what would unlock it, when the group cannot be probed."""
+    targets = targets_for(world)
+    chosen = [target for target in pool if target.label in GROUPS[group]]
+    if not chosen:
+        pytest.skip(targets.notes.get(group, f"no {group} target of {tool} could be set up"))
+    for target in chosen:
+        if target.scope.principal_with({tool}) is None:
+            pytest.skip(f"no principal of {target.scope.label} is granted {tool}: granting one unlocks the "
+                        f"{target.label} probe")
+    return [target for target in pool if target.label == "unknown"] + chosen
+
+
+def indistinguishable(world: World, tool: str, pool: list[Target], group: str) -> None:
+    """Every target of the group gets NOT_FOUND, and the very reply (and confirmation round) the unknown id gets."""
     targets = targets_for(world)
     world.evidence.add("not_set_up", targets.notes)
     replies: dict[str, Reply] = {}
     rounds: dict[str, dict[str, Any]] = {}
-    for target in pool:
+    for target in group_pool(world, tool, pool, group):
         principal = target.scope.principal_with({tool})
-        if principal is not None:
-            replies[target.label], rounds[target.label] = probe(world, tool, target, principal)
+        require(principal is not None, f"no principal of {target.scope.label} is granted {tool}")
+        replies[target.label], rounds[target.label] = probe(world, tool, target, principal)
     world.evidence.add("codes", {label: reply.code for label, reply in replies.items()})
     world.evidence.add("confirmation_rounds", {label: ("input_required" if "input_required" in r else r["elicitations"])
                                                for label, r in rounds.items()})
@@ -256,17 +282,19 @@ def indistinguishable(world: World, tool: str, pool: list[Target]) -> None:
 
 
 @check("not-found.get", "EMC-GET-003", "EMC-HOST-006", "EMC-LIFE-005")
-def test_get_answers_every_invisible_record_alike(world: World) -> None:
+@pytest.mark.parametrize("group", list(GROUPS))
+def test_get_answers_every_invisible_record_alike(world: World, group: str) -> None:
     """get answers an unknown, out-of-scope, pending, withdrawn, rejected or forgotten record with one NOT_FOUND."""
-    indistinguishable(world, GET, targets_for(world).records)
+    indistinguishable(world, GET, targets_for(world).records, group)
 
 
 @check("not-found.forget", "EMC-HOST-006", "EMC-LIFE-005")
-def test_forget_answers_every_invisible_record_alike(world: World) -> None:
+@pytest.mark.parametrize("group", list(GROUPS))
+def test_forget_answers_every_invisible_record_alike(world: World, group: str) -> None:
     """forget answers every record the caller cannot see with one NOT_FOUND, and leaves other scopes' records alone."""
     targets = targets_for(world)
-    indistinguishable(world, FORGET, targets.records)
-    for label, scope, rid in targets.kept:
+    indistinguishable(world, FORGET, targets.records, group)
+    for label, scope, rid in [kept for kept in targets.kept if kept[0] in GROUPS[group]]:
         principal = scope.principal_with({GET})
         if principal is None:
             continue
@@ -276,15 +304,17 @@ def test_forget_answers_every_invisible_record_alike(world: World) -> None:
 
 
 @check("not-found.request-admission", "EMC-HOST-006", "EMC-LIFE-005", "EMC-LIFE-008")
-def test_admission_answers_every_invisible_candidate_alike(world: World) -> None:
+@pytest.mark.parametrize("group", list(GROUPS))
+def test_admission_answers_every_invisible_candidate_alike(world: World, group: str) -> None:
     """request_admission answers an unknown, out-of-scope, withdrawn, rejected or forgotten candidate with one NOT_FOUND."""
-    indistinguishable(world, ADMIT, targets_for(world).candidates)
+    indistinguishable(world, ADMIT, targets_for(world).candidates, group)
 
 
 @check("not-found.withdraw", "EMC-HOST-006", "EMC-LIFE-005", "EMC-LIFE-008")
-def test_withdraw_answers_every_invisible_candidate_alike(world: World) -> None:
+@pytest.mark.parametrize("group", list(GROUPS))
+def test_withdraw_answers_every_invisible_candidate_alike(world: World, group: str) -> None:
     """withdraw answers an unknown, out-of-scope, withdrawn, rejected or forgotten candidate with one NOT_FOUND."""
-    indistinguishable(world, WITHDRAW, targets_for(world).candidates)
+    indistinguishable(world, WITHDRAW, targets_for(world).candidates, group)
 
 
 # -- timing --------------------------------------------------------------------
@@ -352,7 +382,9 @@ def timings(world: World, tool: str) -> list[Timing]:
     from_pool = {t.label: t for t in (targets.records if tool == GET else targets.candidates)}
     pool = {label: from_pool[label] for label in ("unknown", *TIMED[tool]) if label in from_pool}
     if len(pool) < 2:
-        pytest.skip("no invisible existing target to time against an unknown id")
+        notes = targets.notes
+        pytest.skip("no invisible existing target to time against an unknown id: "
+                    + "; ".join(notes.get(label, f"no {label} target") for label in TIMED[tool]))
     rng = random.Random(20_260_728)
     _sample(world, tool, pool, WARMUP_ROUNDS, rng)
     samples = _sample(world, tool, pool, SAMPLES, rng)
@@ -374,6 +406,16 @@ def _report(world: World, results: list[Timing]) -> None:
         world.evidence.add("stand_ins", notes)
 
 
+def _skip_unmeasured(world: World, tool: str, results: list[Timing]) -> None:
+    """After judging what was measured: SKIP, naming what would unlock them, when targets could not be timed."""
+    measured = {r.label for r in results}
+    notes = targets_for(world).notes
+    missing = [label for label in TIMED[tool] if label not in measured]
+    if missing:
+        pytest.skip("; ".join(f"{label} not timed: {notes.get(label, 'no such target could be set up')}"
+                              for label in missing))
+
+
 @check("not-found.timing-gross", "EMC-GET-003", "EMC-HOST-006")
 @pytest.mark.parametrize("tool", [GET, ADMIT])
 def test_not_found_takes_no_telling_time(world: World, tool: str) -> None:
@@ -382,6 +424,7 @@ def test_not_found_takes_no_telling_time(world: World, tool: str) -> None:
     _report(world, results)
     gross = [r for r in results if r.verdict == "FAIL"]
     assert not gross, f"{tool} NOT_FOUND latency gives targets away: " + "; ".join(r.describe() for r in gross)
+    _skip_unmeasured(world, tool, results)
 
 
 @check("not-found.timing-subtle", "EMC-GET-005")
@@ -392,3 +435,4 @@ def test_not_found_latency_shows_no_significant_difference(world: World, tool: s
     _report(world, results)
     flagged = [r for r in results if r.verdict != "PASS"]
     assert not flagged, f"{tool} NOT_FOUND latency differs significantly: " + "; ".join(r.describe() for r in flagged)
+    _skip_unmeasured(world, tool, results)

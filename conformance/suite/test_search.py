@@ -33,6 +33,9 @@ LEXICAL = {"minimum_channels": "lexical", "network": "forbid"}
 CORPUS_SIZE = DEFAULT_LIMIT + 2  # more matches than the default limit, so the default is observable
 BULKY_SIZE, BULKY_TEXT = 8, 9000  # together well over max_packet_bytes.default
 OVERSIZED_TEXT = 6000  # one record alone over max_packet_bytes.min
+# Scope roles, named with what the profile must state for a check that needs one.
+REJECTING = "secret-rejecting (admission_policy reject or secret-scan, ungated, one principal granted every tool)"
+ADJUDICATING = "adjudicating (admission_policy adjudicate, ungated, a principal granted capture and request_admission)"
 
 
 # -- corpora -------------------------------------------------------------------------
@@ -204,12 +207,14 @@ def test_a_cursor_that_cannot_be_honoured_is_stale(world: World, case: str) -> N
         minted_by = world.principal(scope, {SEARCH})
         others = sorted(p for p, granted in scope.principals.items() if SEARCH in granted and p != minted_by)
         if not others:
-            pytest.skip(f"{scope.label} has one principal granted search")
+            pytest.skip(f"the profile grants search to one principal of {scope.label}: a cursor of another "
+                        "principal needs two, so naming a second principal granted search there unlocks this case")
         principal = others[0]
     elif case == "other-scope":
         where = world.profile.sibling_workspace() or world.profile.other_tenant()
         if where is None or where.principal_with({SEARCH}) is None:
-            pytest.skip("the profile has no second scope with a principal granted search")
+            pytest.skip("the profile names one scope with a principal granted search: a cursor from another scope "
+                        "needs two, so a sibling workspace or another tenant's scope unlocks this case")
         principal = where.principal_with({SEARCH})
     elif case == "new-admission":
         control = search(world, query, **options)
@@ -391,14 +396,47 @@ def test_the_response_digest_recomputes(world: World) -> None:
         assert value.get("response_digest") == expected, f"response_digest does not recompute ({name.replace('_', ' ')})"
 
 
+NO_MATCH_CASES = ["no-match", "match", "semantic-requested", "over-budget"]
+
+
 @check("search.no-match", "EMC-SRCH-012")
-def test_no_match_is_an_empty_success(world: World) -> None:
-    """A query nothing matches is a success with an empty records list and no cursor."""
-    reply = search(world, unique("nomatch"))
+@pytest.mark.parametrize("case", NO_MATCH_CASES)
+def test_an_empty_success_means_nothing_matched(world: World, case: str) -> None:
+    """An empty success only ever means no match: a query nothing matches gets one, and a query that matches a current
+    record never does — not when semantic ranking is required, nor when the record cannot fit the budget.
+
+    The last two are the ranking and projection failures a caller can bring about: a target
+    without a semantic channel must refuse (RANKING_UNAVAILABLE), and a record over the budget
+    is PROJECTION_OVERSIZED; either way the failure is named, never shown as "no match".
+    """
+    if case == "no-match":
+        reply = search(world, unique("nomatch"))
+        value = value_of(reply)
+        world.evidence.add("reply", {"outcome": outcome(reply), "records": len(value["records"]) if value else None})
+        assert value is not None, f"a query with no match gave {outcome(reply)}, not an empty success"
+        assert value["records"] == [] and "next_page_cursor" not in value, (
+            "a query with no match returned records or a cursor")
+        return
+    if case == "over-budget":
+        marker, rid = oversized_record(world)
+        options: dict[str, Any] = {"max_packet_bytes": BUDGET_MIN}
+    else:
+        marked = corpus(world)
+        marker, rid = marked.marker, marked.ids[0]
+        options = {"limit": MAX_LIMIT}
+        if case == "semantic-requested":
+            options["capability_policy"] = {"minimum_channels": "lexical_and_semantic", "network": "forbid"}
+    if case != "match":  # the plain query is the control of the other two: it must find the record first
+        control = world.value(search(world, marker, limit=MAX_LIMIT), "search for a current record's marker")
+        require(rid in ids(control), "the admitted record is not found by its marker, so an empty answer proves nothing")
+    reply = search(world, marker, **options)
     value = value_of(reply)
     world.evidence.add("reply", {"outcome": outcome(reply), "records": len(value["records"]) if value else None})
-    assert value is not None, f"a query with no match gave {outcome(reply)}, not an empty success"
-    assert value["records"] == [] and "next_page_cursor" not in value
+    assert not (value is not None and not value["records"]), (
+        f"a query matching a current record ({case}) was answered with an empty success: a failure shown as no match")
+    if value is not None:
+        assert rid in ids(value) or value.get("next_page_cursor"), (
+            f"a query matching a current record ({case}) answered without it and without a cursor")
 
 
 # -- only current records -----------------------------------------------------------------------------
@@ -414,9 +452,9 @@ def secret_line() -> str:
 def test_candidates_that_are_not_current_records_are_never_seen(world: World, state: str) -> None:
     """Pending, rejected, withdrawn and adjudication-pending candidates appear in no search and no get."""
     if state == "rejected":
-        scope = world.need(world.profile.rejecting_secrets(), "secret-rejecting")
+        scope = world.need(world.profile.rejecting_secrets(), REJECTING)
     elif state == "pending-adjudication":
-        scope = world.need(world.profile.adjudicating(), "adjudicating")
+        scope = world.need(world.profile.adjudicating(), ADJUDICATING)
     else:
         scope = world.primary
     tools = {CAPTURE, ADMISSION, SEARCH, GET} | ({WITHDRAW} if state == "withdrawn" else set())

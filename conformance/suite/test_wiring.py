@@ -9,7 +9,7 @@ import httpx2
 import mcp_types as types
 import pytest
 
-from engram_mcp.conformance._checks import check, require
+from engram_mcp.conformance._checks import check, not_applicable, require
 from engram_mcp.conformance._plugin import Run
 from engram_mcp.conformance._world import World, fresh_key
 from engram_mcp.contract import load, payload_digest, profile_digest, record_id
@@ -116,7 +116,7 @@ def test_granted_tools_come_in_one_page(world: World) -> None:
 @pytest.mark.parametrize("case", ["unbound-unknown-tool", "invalid-and-wrong-purpose", "unknown-target-is-gated-first"])
 def test_checks_run_in_the_profiles_order(world: World, case: str) -> None:
     """The first failing step decides: binding, tool, arguments, purpose, idempotency, gate, execution."""
-    scope = world.primary
+    scope = None if case == "unbound-unknown-tool" else world.primary  # an unbound call needs no profile
     if case == "unbound-unknown-tool":
         reply = world.conn.call("engram_memory_undefined_probe", {}, {})
         world.evidence.add("reply", {"kind": reply.kind, "code": reply.code})
@@ -188,7 +188,7 @@ def test_get_digests_recompute(world: World) -> None:
 def test_http_requires_the_host_bearer(harness: Run) -> None:
     """Over HTTP, a request without the bearer token or with a wrong one is HTTP 401 before any MCP processing."""
     if harness.target.kind != "http":
-        pytest.skip("the target is not served over HTTP")
+        not_applicable("the target is not served over HTTP")
     body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
     headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     for authorization in (None, "Bearer wrong-token"):

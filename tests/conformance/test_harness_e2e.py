@@ -51,6 +51,9 @@ def assert_certified(result: subprocess.CompletedProcess[str], report_dir: Path,
                 if v["scored"] and v["level"] in ("MUST", "MUST NOT") and v["verdict"] not in ("PASS", "EXCLUDED")
                 and not (v["verdict"] == "SKIP" and rid in skippable)}
     assert unjudged == {}
+    scored = footer(report_dir)["scored_musts"]
+    assert scored["not_exercised"] == scored["failed"] == 0, scored
+    assert scored["passed"] + scored["excluded"] == scored["total"] > 100, scored
 
 
 @pytest.fixture(scope="module")
@@ -130,12 +133,12 @@ def test_a_stale_baseline_fails_the_run(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["--target", "stdio:server"], 2),  # no profile
+        (["--target", "stdio:server", "--profile", "/nonexistent/profile.toml"], 2),
         (["--target", "ftp://nowhere", "--profile", "x.toml"], 2),
         (["--era", "future", "--target", "reference"], 2),
         (["explain", "EMC-NOPE-001"], 2),
     ],
-    ids=["no-profile", "bad-target", "bad-era", "unknown-id"],
+    ids=["missing-profile", "bad-target", "bad-era", "unknown-id"],
 )
 def test_usage_errors_exit_2_without_a_traceback(args: list[str], expected: int) -> None:
     result = conformance(*args, timeout=120)
@@ -179,5 +182,50 @@ def test_the_plugin_runs_under_plain_pytest(configuration: Path, tmp_path: Path)
          "--select", "discovery", "--era", "legacy"],
         capture_output=True, text=True, timeout=300, cwd=tmp_path,
     )
-    assert result.returncode == 0, result.stdout[-3000:]
-    assert "VERDICT: conformant" in result.stdout
+    assert result.returncode == 5, result.stdout[-3000:]  # a --select run is partial: at best incomplete
+    assert "VERDICT: incomplete — partial run (--select)" in result.stdout
+
+
+def test_the_reference_is_conformant_at_the_profile_level_too(tmp_path: Path) -> None:
+    result = conformance("--target", "reference", "--level", "profile", "--report-dir", str(tmp_path))
+    assert_certified(result, tmp_path, NOT_APPLICABLE_OVER_STDIO)
+    assert "VERDICT: conformant to contract 1.0.0 at the profile level" in result.stdout
+    assert footer(tmp_path)["scored_musts"]["total"] > 150
+    assert (tmp_path / "certificate.md").read_text(encoding="utf-8").startswith(
+        "# Certificate of conformance — contract 1.0.0, profile level")
+
+
+def test_a_selected_run_is_a_partial_report_that_exits_5(tmp_path: Path) -> None:
+    result = conformance("--target", "reference", "--select", "discovery", "--report-dir", str(tmp_path), timeout=300)
+    assert result.returncode == 5, result.stdout[-3000:]
+    assert "VERDICT: incomplete — partial run (--select)" in result.stdout
+    assert not (tmp_path / "certificate.md").exists()
+    assert (tmp_path / "report.md").read_text(encoding="utf-8").startswith("# Partial conformance report")
+    assert json.loads((tmp_path / "badge.json").read_text())["message"] == "partial run"
+    scored = footer(tmp_path)["scored_musts"]
+    assert scored["passed"] + scored["failed"] + scored["not_exercised"] + scored["excluded"] == scored["total"]
+    assert scored["not_exercised"] > 50 and scored["failed"] == 0
+    unexercised = footer(tmp_path)["requirements"]["EMC-IDEM-005"]["not_exercised"]
+    assert unexercised and all(g["unlock"] == "run without --select" for g in unexercised)
+
+
+def _one_scope(profile: Path, into: Path) -> Path:
+    """The same profile, naming only its first scope."""
+    text = profile.read_text(encoding="utf-8")
+    head, first, *_ = text.split("\n[[scopes]]")
+    into.write_text(head + "\n[[scopes]]" + first, encoding="utf-8")
+    return into
+
+
+def test_a_one_scope_profile_leaves_tenant_isolation_unexercised(configuration: Path, tmp_path: Path) -> None:
+    command = " ".join([*SERVE, "--config", str(configuration / "server.toml")])
+    # Beside the original, so that its relative key paths still resolve.
+    profile = _one_scope(configuration / "conformance-profile.toml", configuration / "one-scope-profile.toml")
+    result = conformance("--target", f"stdio:{command}", "--profile", str(profile), "--report-dir", str(tmp_path / "r"))
+    assert result.returncode == 5, result.stdout[-3000:]
+    assert "VERDICT: incomplete" in result.stdout and "tenant isolation needs a second scope" in result.stdout
+    assert not (tmp_path / "r" / "certificate.md").exists()
+    isolation = footer(tmp_path / "r")["requirements"]["EMC-HOST-005"]
+    assert isolation["outcome"] == "NOT_EXERCISED"
+    assert {g["era"] for g in isolation["not_exercised"]} == {"legacy", "modern"}
+    assert all("tenant isolation needs a second scope" in g["reason"] for g in isolation["not_exercised"])

@@ -89,12 +89,12 @@ def _result(status: Status, *requirements: str, check_id: str = "envelope.shape"
 @pytest.mark.parametrize(
     ("results", "unreachable", "expected"),
     [
-        ([_result(Status.PASS, "EMC-ENV-002")], None, 0),
+        ([_result(Status.PASS, "EMC-ENV-002")], None, 5),  # incomplete: the other scored MUSTs were not run
         ([_result(Status.FAIL, "EMC-ENV-002")], None, 1),
-        ([_result(Status.WARN, "EMC-GET-005")], None, 0),
+        ([_result(Status.WARN, "EMC-GET-005")], None, 5),
         ([_result(Status.XPASS, "EMC-ENV-002")], None, 4),
         ([_result(Status.ERROR, "EMC-ENV-002")], None, 3),
-        ([_result(Status.FAIL, "EMC-CAP-004")], None, 0),  # unverified: reported, not scored
+        ([_result(Status.FAIL, "EMC-CAP-004")], None, 5),  # unverified: reported, not scored (and nothing else ran)
         ([], "the target cannot be started", 3),
     ],
     ids=["pass", "must-fail", "should-warn", "stale-baseline", "harness-error", "unverified-not-scored", "unreachable"],
@@ -131,7 +131,8 @@ def test_reports_are_written_and_consistent(tmp_path: Path) -> None:
     assert lines[0]["type"] == "header" and lines[0]["contract_digest"] == load().digest
     assert [line["type"] for line in lines[1:-1]] == ["check", "check"]
     assert lines[-1]["exit_code"] == 1 and lines[-1]["requirements"]["EMC-ENV-003"]["verdict"] == "FAIL"
-    assert "not conformant" in (tmp_path / "certificate.md").read_text(encoding="utf-8")
+    assert "not conformant" in (tmp_path / "report.md").read_text(encoding="utf-8")
+    assert not (tmp_path / "certificate.md").exists()
     assert "EMC-ENV-003" in (tmp_path / "report.html").read_text(encoding="utf-8")
     assert json.loads((tmp_path / "badge.json").read_text(encoding="utf-8")) == badge(run)
     assert badge(run)["color"] == "red"
@@ -142,6 +143,6 @@ def test_reports_never_hold_a_binding(tmp_path: Path) -> None:
     result = _result(Status.PASS, "EMC-ENV-002")
     result.evidence.update({"meta": {"sentropic.engram.memory/host-binding": token}, "binding": token})
     write_reports(_run([result]), tmp_path)
-    for name in ("report.jsonl", "certificate.md", "report.html"):
+    for name in ("report.jsonl", "report.md", "report.html"):
         assert token not in (tmp_path / name).read_text(encoding="utf-8")
 

@@ -38,6 +38,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -362,7 +363,7 @@ def not_found_tells_scope(server: FaultyServer) -> None:
 @variant("not-found-slower-elsewhere", breaks=["EMC-GET-003", "EMC-HOST-006"],
          caught_by=["not-found.timing-gross"], era="legacy")
 def not_found_slower_elsewhere(server: FaultyServer) -> None:
-    """NOT_FOUND takes 8 ms longer when the id exists in another scope (a second lookup before refusing)."""
+    """NOT_FOUND takes 25 ms longer when the id exists in another scope (a second lookup before refusing)."""
     engine = server.engine
     visible, candidate = engine._visible_record, engine._candidate
 
@@ -370,7 +371,7 @@ def not_found_slower_elsewhere(server: FaultyServer) -> None:
         found = db.execute(f"SELECT 1 FROM {table} WHERE {column} = ? AND NOT (tenant = ? AND workspace = ?) LIMIT 1",
                            (ident, caller.tenant, caller.workspace)).fetchone()
         if found is not None:
-            time.sleep(0.008)
+            time.sleep(0.025)
 
     def slow_record(db: Any, caller: Any, rid: str, now: Any) -> Any:
         try:
@@ -739,6 +740,40 @@ def get_cache_outlives_forget(server: FaultyServer) -> None:
     _wrap_operation(server, GET, make)
 
 
+@variant("forget-search-keeps-serving", breaks=["EMC-FGT-002"], caught_by=["lifecycle.forget"], era="modern")
+def forget_search_keeps_serving(server: FaultyServer) -> None:
+    """forget answers `projection_invalidation: "complete"`, yet search keeps serving the record it returned before."""
+    served: dict[tuple[str, str, str], dict[str, Any]] = {}  # (tenant, workspace, record_id) -> last packet served
+    forgotten: set[tuple[str, str, str]] = set()
+
+    def remember(search: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+        def stale(caller: Any, args: dict[str, Any], now: Any) -> dict[str, Any]:
+            value = search(caller, args, now)
+            scope = (caller.tenant, caller.workspace)
+            for packet in value["records"]:
+                served[(*scope, packet["record"]["record_id"])] = packet
+            ghosts = [served[key] for key in sorted(forgotten) if key[:2] == scope and key in served]
+            if not ghosts:
+                return value
+            records = [*value["records"], *ghosts][: args.get("limit", 10)]
+            records = [{**packet, "rank": rank} for rank, packet in enumerate(records, start=1)]
+            value = {k: v for k, v in value.items() if k != "response_digest"} | {"records": records}
+            return value | {"response_digest": profile_digest("search-response", value)}
+
+        return stale
+
+    def note(forget: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+        def noting(caller: Any, args: dict[str, Any], now: Any) -> dict[str, Any]:
+            value = forget(caller, args, now)
+            forgotten.add((caller.tenant, caller.workspace, args["record_id"]))
+            return value
+
+        return noting
+
+    _wrap_operation(server, SEARCH, remember)
+    _wrap_operation(server, FORGET, note)
+
+
 @variant("forget-keeps-no-tombstone", breaks=["EMC-ADM-007"],
          caught_by=["lifecycle.forgotten-content-adjudicated"], era="modern")
 def forget_keeps_no_tombstone(server: FaultyServer) -> None:
@@ -924,6 +959,43 @@ def input_schema_open(server: FaultyServer) -> None:
         server.tools[name] = tool.model_copy(update={"input_schema": schema})
 
 
+@variant("input-schema-nested-open", breaks=["EMC-HOST-002"], caught_by=["discovery.input-schemas"], era="legacy")
+def input_schema_nested_open(server: FaultyServer) -> None:
+    """Advertised input schemas lose additionalProperties: false below the top (payload, evidence, capability_policy)."""
+
+    def opened(node: Any, depth: int = 0) -> Any:
+        if isinstance(node, list):
+            return [opened(item, depth) for item in node]
+        if not isinstance(node, dict):
+            return node
+        return {k: opened(v, depth + 1) for k, v in node.items() if not (k == "additionalProperties" and depth > 0)}
+
+    for name, tool in list(server.tools.items()):
+        server.tools[name] = tool.model_copy(update={"input_schema": opened(tool.input_schema)})
+
+
+@variant("output-schema-contradicts-messages", breaks=["EMC-ENV-004"], caught_by=["discovery.output-schemas"],
+         era="modern")
+def output_schema_contradicts_messages(server: FaultyServer) -> None:
+    """The server words its refusals its own way, but its advertised outputSchema still pins other texts."""
+
+    def change(ctx: Any, params: Any, envelope: dict[str, Any], error: dict[str, Any]) -> None:
+        error["message"] = "Request refused; see the operator's guide."
+
+    _error_rewrite(server, change)
+
+
+@variant("message-carries-request-number", breaks=["EMC-ENV-006"], caught_by=["envelope.fixed-messages"], era="legacy")
+def message_carries_request_number(server: FaultyServer) -> None:
+    """Every refusal's message ends with a per-call request number: no input echoed, but no constant text either."""
+    numbers = iter(range(1000, 1 << 62))
+
+    def change(ctx: Any, params: Any, envelope: dict[str, Any], error: dict[str, Any]) -> None:
+        error["message"] = f"{error['message']} (request {next(numbers)})"
+
+    _error_rewrite(server, change)
+
+
 @variant("unknown-tool-is-result", breaks=["EMC-DISC-003"], caught_by=["discovery.unknown-tool"], era="legacy")
 def unknown_tool_is_result(server: FaultyServer) -> None:
     """A tool name the contract does not define is answered with an isError result, not -32602."""
@@ -975,6 +1047,76 @@ def binding_signature_unchecked(server: FaultyServer) -> None:
     server._binding = unverified  # type: ignore[method-assign]
 
 
+# -- refusals that must name themselves and leave nothing behind ----------------------------------------------------
+
+
+@variant("ranking-failure-empty-success", breaks=["EMC-SRCH-012"], caught_by=["search.no-match"], era="legacy")
+def ranking_failure_empty_success(server: FaultyServer) -> None:
+    """A search requiring semantic ranking, which no channel can give, is answered as an empty success."""
+
+    def make(search: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+        def hollow(caller: Any, args: dict[str, Any], now: Any) -> dict[str, Any]:
+            policy = args.get("capability_policy")
+            if not (isinstance(policy, dict) and policy.get("minimum_channels") == "lexical_and_semantic"):
+                return search(caller, args, now)
+            value = search(caller, {**args, "capability_policy": {**policy, "minimum_channels": "lexical"}}, now)
+            value = {k: v for k, v in value.items() if k not in ("next_page_cursor", "response_digest")}
+            value["records"] = []
+            value["response_digest"] = profile_digest("search-response", value)
+            return value
+
+        return hollow
+
+    _wrap_operation(server, SEARCH, make)
+
+
+@variant("oversized-marked-retriable", breaks=["EMC-ERR-002"], caught_by=["envelope.error-codes"], era="modern",
+         select=["envelope.error-codes", "search.oversized-record"])
+def oversized_marked_retriable(server: FaultyServer) -> None:
+    """PROJECTION_OVERSIZED is sent with retriable true, though the table says the same call cannot succeed."""
+
+    def change(ctx: Any, params: Any, envelope: dict[str, Any], error: dict[str, Any]) -> None:
+        if error.get("code") == "PROJECTION_OVERSIZED":
+            error["retriable"] = True
+
+    _error_rewrite(server, change)
+
+
+@variant("refused-capture-kept", breaks=["EMC-CAP-013"],
+         caught_by=["lifecycle.retain-permission", "lifecycle.reconciliation-consent", "lifecycle.retention-ceiling"],
+         era="legacy")
+def refused_capture_kept(server: FaultyServer) -> None:
+    """A capture the host's policy refuses is still stored, minus what the policy objected to, under its key."""
+
+    def make(capture: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+        def keeping(caller: Any, args: dict[str, Any], now: Any) -> dict[str, Any]:
+            try:
+                return capture(caller, args, now)
+            except Refusal as refusal:
+                if refusal.code == "UNAUTHORIZED":
+                    payload = {k: v for k, v in args["payload"].items() if k not in ("retention", "reconciliation")}
+                    with contextlib.suppress(Refusal):
+                        capture(caller, {**args, "payload": payload}, now)
+                raise
+
+        return keeping
+
+    _wrap_operation(server, CAPTURE, make)
+
+
+@variant("retry-rejudged-by-clock", breaks=["EMC-IDEM-013"], caught_by=["idempotency.retry-after-expiry"],
+         era="modern")
+def retry_rejudged_by_clock(server: FaultyServer) -> None:
+    """The clock rule runs before the replay lookup: a capture retried after its expires_at passed is INVALID_SCHEMA."""
+    oracle = server.oracle
+    verdict = oracle.verdict
+
+    def clocked(tool: str, arguments: Any, *, now: Any = None) -> Any:
+        return verdict(tool, arguments, now=now or datetime.now(UTC))
+
+    oracle.verdict = clocked  # type: ignore[method-assign]
+
+
 # -- running the harness against a variant ------------------------------------------------------------------------------
 
 
@@ -1009,7 +1151,8 @@ class Judgement:
         if self.problem:
             return f"NOT JUDGED: {self.problem}"
         wrong = []
-        expected_exit = 1 if variant.expect == "FAIL" else 0
+        # Every variant run is a --select run: a failure exits 1, anything else is at best incomplete (5).
+        expected_exit = 1 if variant.expect == "FAIL" else 5
         if self.exit_code != expected_exit:
             wrong.append(f"exit code {self.exit_code}, not {expected_exit}")
         if not self.caught(variant):
@@ -1025,11 +1168,11 @@ class Judgement:
 
 
 def command(target: str, profile: Path, select: tuple[str, ...] | list[str], report_dir: Path, *, era: str = "both",
-            call_timeout: float = 10.0) -> list[str]:
+            call_timeout: float = 10.0, level: str = "contract") -> list[str]:
     conformance = Path(sys.executable).with_name("conformance")
     program = [str(conformance)] if conformance.exists() else [sys.executable, "-m", "engram_mcp.conformance._cli"]
     line = [*program, "--target", target, "--profile", str(profile), "--report-dir", str(report_dir),
-            "--era", era, "--call-timeout", str(call_timeout)]
+            "--era", era, "--call-timeout", str(call_timeout), "--level", level]
     for prefix in select:
         line += ["--select", prefix]
     return line
@@ -1065,12 +1208,12 @@ def read_report(report: Path) -> tuple[int | None, dict[str, set[str]], dict[str
 
 
 def run(name: str, target: str, profile: Path, select: tuple[str, ...] | list[str], workdir: Path, *,
-        era: str = "both", timeout: float = 240.0) -> Judgement:
+        era: str = "both", timeout: float = 240.0, level: str = "contract") -> Judgement:
     """One conformance run as a subprocess, judged from its report.jsonl."""
     report_dir = workdir / "report"
     started = time.monotonic()
     # A session of its own, so that a run that overstays is ended with the servers it started, and nothing else.
-    process = subprocess.Popen(command(target, profile, select, report_dir, era=era), stdout=subprocess.PIPE,
+    process = subprocess.Popen(command(target, profile, select, report_dir, era=era, level=level), stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, cwd=workdir, start_new_session=True)
     try:
         output, _ = process.communicate(timeout=timeout)
@@ -1094,15 +1237,16 @@ def run(name: str, target: str, profile: Path, select: tuple[str, ...] | list[st
 
 def run_variant(item: Variant, template: Path, workdir: Path, *, timeout: float = 240.0) -> Judgement:
     config = fresh_copy(template, workdir)
+    # Some variants break only this project's profile pins: the catalog is judged at the profile level.
     return run(item.name, variant_target(item.name, config / "server.toml"), config / "conformance-profile.toml",
-               item.select, workdir, era=item.era, timeout=timeout)
+               item.select, workdir, era=item.era, timeout=timeout, level="profile")
 
 
 def run_control(selections: list[str], template: Path, workdir: Path, *, timeout: float = 240.0) -> Judgement:
     """The unmodified reference, over the union of every variant's selections."""
     config = fresh_copy(template, workdir)
     return run("reference (control)", reference_target(config / "server.toml"), config / "conformance-profile.toml",
-               selections, workdir, timeout=timeout)
+               selections, workdir, timeout=timeout, level="profile")
 
 
 def all_selections() -> list[str]:

@@ -1,0 +1,553 @@
+"""Benign targets: servers that differ from the reference only where contract 1.0.0 leaves them free.
+
+    python tests/benign/targets.py VARIANT --config SERVER_TOML   serve VARIANT over stdio
+    python tests/benign/targets.py --list                          the catalog, one JSON object a line
+
+Each variant builds an ordinary ``ReferenceServer`` and changes what another
+implementer could legitimately choose differently: its own constant error
+texts, how its advertised schemas are laid out, the order of tools/list, its
+name and version, the wording of titles and descriptions, how the text copy is
+formatted, the form of its opaque ids, its timing, extra ``_meta``. Nothing in
+``reference/`` knows about them; like tests/faulty/targets.py, they are applied
+from here by wrapping the one server instance and by a small subclass of the
+two MCP handlers the SDK server captured at construction.
+
+A variant must be certified by a full ``conformance`` run at the default
+(contract) level, over stdio, in both eras. One that is not certified shows a
+harness check that judges bytes instead of behaviour: the check is fixed, the
+variant is never excused. tests/test_benign_variants.py runs the catalog.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import importlib.util
+import json
+import logging
+import random
+import re
+import sys
+import threading
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server import ServerRequestContext
+
+from engram_mcp.contract import load, profile_digest
+from engram_mcp.reference import _envelope
+from engram_mcp.reference._config import load_config
+from engram_mcp.reference._envelope import tool_result
+from engram_mcp.reference._server import ReferenceServer
+from engram_mcp.reference._stdio import stdio_transport
+
+CONTRACT = load()
+SEARCH, GET = "engram_memory_search", "engram_memory_get"
+
+
+# -- the server the variations are applied to --------------------------------------------------------------
+
+Before = Callable[[ServerRequestContext, types.CallToolRequestParams], Awaitable[types.CallToolRequestParams]]
+Rewrite = Callable[[types.CallToolRequestParams, dict[str, Any]], dict[str, Any]]
+ListRewrite = Callable[[types.ListToolsResult], types.ListToolsResult]
+
+
+class VariantServer(ReferenceServer):
+    """The reference server with seams at its MCP edge.
+
+    ``before`` may rewrite a call's parameters (or just wait) before the reference
+    sees it; envelopes pass through ``rewrites`` and are rendered by ``render``;
+    ``tools/list`` results pass through ``list_rewrites`` after ``list_delay``.
+    A modern-era request for input passes through untouched."""
+
+    def __init__(self, config: Any) -> None:
+        super().__init__(config)
+        self.before: list[Before] = []
+        self.rewrites: list[Rewrite] = []
+        self.list_rewrites: list[ListRewrite] = []
+        self.list_delay: Callable[[], Awaitable[None]] | None = None
+        self.render: Callable[[dict[str, Any]], types.CallToolResult] = tool_result
+
+    async def _call_tool(self, ctx: ServerRequestContext, params: types.CallToolRequestParams) -> Any:
+        for step in self.before:
+            params = await step(ctx, params)
+        result = await super()._call_tool(ctx, params)
+        if isinstance(result, types.CallToolResult) and (self.rewrites or self.render is not tool_result):
+            envelope = copy.deepcopy(result.structured_content)
+            for rewrite in self.rewrites:
+                envelope = rewrite(params, envelope)
+            result = self.render(envelope)
+        return result
+
+    async def _list_tools(self, ctx: ServerRequestContext, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        if self.list_delay is not None:
+            await self.list_delay()
+        result = await super()._list_tools(ctx, params)
+        for rewrite in self.list_rewrites:
+            result = rewrite(result)
+        return result
+
+
+def serve_stdio(server: ReferenceServer) -> None:
+    """As reference/_serve.py serves: one session over the reference's own bounded stdio transport (which
+    answers a message the SDK's transport cannot read, such as one holding a lone surrogate)."""
+
+    async def run() -> None:
+        async with stdio_transport(server.config.transport.max_message_bytes) as (read, write):
+            await server.server.run(read, write, server.server.create_initialization_options())
+
+    try:
+        anyio.run(run)
+    finally:
+        server.close()
+
+
+# -- the catalog -----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    freedom: str  # what the contract leaves open that this variant uses
+    summary: str
+    apply: Callable[[VariantServer], None]
+
+
+VARIANTS: dict[str, Variant] = {}
+
+
+def variant(name: str, *, freedom: str) -> Callable[[Callable[[VariantServer], None]], Callable[[VariantServer], None]]:
+    def register(apply: Callable[[VariantServer], None]) -> Callable[[VariantServer], None]:
+        if name in VARIANTS:
+            raise ValueError(f"variant {name} is defined twice")
+        summary = (apply.__doc__ or "").strip().splitlines()[0]
+        VARIANTS[name] = Variant(name, freedom, summary, apply)
+        return apply
+
+    return register
+
+
+def _retool(server: VariantServer, change: Callable[[str, types.Tool], types.Tool]) -> None:
+    """Replace every advertised tool by ``change(name, tool)``."""
+    for name, tool in list(server.tools.items()):
+        server.tools[name] = change(name, tool)
+
+
+def _walk(node: Any, visit: Callable[[dict[str, Any]], None]) -> None:
+    if isinstance(node, dict):
+        visit(node)
+        for value in node.values():
+            _walk(value, visit)
+    elif isinstance(node, list):
+        for item in node:
+            _walk(item, visit)
+
+
+# -- error texts ------------------------------------------------------------------------------------------------
+
+
+# Its own wording, in Spanish (the contract's language), so the text copy carries non-ASCII too.
+OWN_TEXTS = {code: f"No se atendió la solicitud ({code.lower().replace('_', ' ')}). Consulte la documentación del servidor."
+             for code in CONTRACT.errors}
+
+
+@variant("own-error-messages", freedom="EMC-ENV-006 asks for a constant sanitised text per code, not a given text")
+def own_error_messages(server: VariantServer) -> None:
+    """Every error code comes with this server's own constant text; its outputSchema pins those texts."""
+    texts = OWN_TEXTS
+
+    def rewrite(params: Any, envelope: dict[str, Any]) -> dict[str, Any]:
+        error = envelope.get("error")
+        if isinstance(error, dict) and error.get("code") in texts:
+            error["message"] = texts[error["code"]]
+        return envelope
+
+    def own_schema(name: str, tool: types.Tool) -> types.Tool:
+        schema = copy.deepcopy(tool.output_schema)
+
+        def visit(node: dict[str, Any]) -> None:
+            props = node.get("properties")
+            if isinstance(props, dict) and isinstance(props.get("code"), dict) and "const" in props["code"] \
+                    and isinstance(props.get("message"), dict) and "const" in props["message"]:
+                props["message"] = {"const": texts[props["code"]["const"]]}
+
+        _walk(schema, visit)
+        return tool.model_copy(update={"output_schema": schema})
+
+    server.rewrites.append(rewrite)
+    _retool(server, own_schema)
+
+
+# -- advertised schemas -------------------------------------------------------------------------------------------
+
+
+def defs_and_refs(schema: dict[str, Any], tool: str) -> dict[str, Any]:
+    """The same validation, laid out as a generator might: every property schema under $defs, reached by $ref.
+
+    Identical property schemas share one definition; the root gets an $id of its own, so every
+    reference is resolved relative to it."""
+    body = copy.deepcopy(schema)
+    defs: dict[str, Any] = {}
+    names: dict[str, str] = {}
+
+    def hoist(node: Any, path: str) -> Any:
+        if isinstance(node, list):
+            return [hoist(item, path) for item in node]
+        if not isinstance(node, dict):
+            return node
+        out = {}
+        for key, value in node.items():
+            if key == "properties" and isinstance(value, dict):
+                out[key] = {}
+                for prop, sub in value.items():
+                    sub = hoist(sub, f"{path}.{prop}")
+                    sub.pop("description", None)
+                    text = json.dumps(sub, sort_keys=True)
+                    if text not in names:
+                        names[text] = f"{path}.{prop}".lstrip(".").replace(".", "_") or prop
+                        defs[names[text]] = sub
+                    out[key][prop] = {"$ref": f"#/$defs/{names[text]}"}
+            else:
+                out[key] = hoist(value, path)
+        return out
+
+    hoisted = hoist(body, "")
+    hoisted.pop("title", None)
+    return {"$schema": hoisted.pop("$schema", "https://json-schema.org/draft/2020-12/schema"),
+            "$id": f"urn:example:memory-server:{tool}:arguments", **hoisted, "$defs": defs}
+
+
+@variant("schema-defs-and-refs", freedom="EMC-HOST-002 asks for a closed schema, not for a layout")
+def schema_defs_and_refs(server: VariantServer) -> None:
+    """Input schemas put every property schema under $defs and point at it with a relative $ref."""
+    _retool(server, lambda name, tool: tool.model_copy(update={"input_schema": defs_and_refs(tool.input_schema, name)}))
+
+
+def unevaluated(schema: Any) -> Any:
+    """additionalProperties: false written as unevaluatedProperties: false, at every level."""
+    if isinstance(schema, list):
+        return [unevaluated(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {}
+    for key, value in schema.items():
+        if key == "additionalProperties" and value is False:
+            out["unevaluatedProperties"] = False
+        else:
+            out[key] = unevaluated(value)
+    return out
+
+
+@variant("schema-unevaluated-properties", freedom="closed is closed: unevaluatedProperties false closes an object too")
+def schema_unevaluated_properties(server: VariantServer) -> None:
+    """Input schemas are closed with unevaluatedProperties: false instead of additionalProperties: false."""
+    _retool(server, lambda name, tool: tool.model_copy(update={"input_schema": unevaluated(tool.input_schema)}))
+
+
+@variant("output-schema-left-out", freedom="the contract asks for the envelope in structuredContent, not for an outputSchema")
+def output_schema_left_out(server: VariantServer) -> None:
+    """Tools advertise no outputSchema at all (MCP makes it optional); every result is the same envelope."""
+    _retool(server, lambda name, tool: tool.model_copy(update={"output_schema": None}))
+
+
+# -- identity and presentation --------------------------------------------------------------------------------------
+
+
+@variant("reversed-tool-order", freedom="tools/list is a set of tools; the contract fixes no order")
+def reversed_tool_order(server: VariantServer) -> None:
+    """tools/list names the granted tools in reverse order."""
+    server.list_rewrites.append(lambda result: result.model_copy(update={"tools": list(reversed(result.tools))}))
+
+
+@variant("other-server-identity", freedom="serverInfo is the implementation's own")
+def other_server_identity(server: VariantServer) -> None:
+    """serverInfo says another name, version and title, and the server gives instructions."""
+    sdk = server.server
+    sdk.name, sdk.version, sdk.title = "acme-memory", "7.3.1-rc.2", "Acme durable memory"
+    sdk.instructions = "Search before you capture; cite what you use."
+
+
+@variant("other-titles-and-annotations", freedom="titles, descriptions and annotations are hints the contract leaves open")
+def other_titles_and_annotations(server: VariantServer) -> None:
+    """Tools carry other titles and descriptions, and no annotations at all."""
+
+    def change(name: str, tool: types.Tool) -> types.Tool:
+        short = name.removeprefix("engram_memory_").replace("_", " ")
+        return tool.model_copy(update={"title": f"Memory: {short}", "description": f"Acme memory, {short} operation.",
+                                       "annotations": None})
+
+    _retool(server, change)
+
+
+def _reordered(node: Any) -> Any:
+    """The same JSON value with every object's members in reverse order."""
+    if isinstance(node, dict):
+        return {key: _reordered(node[key]) for key in reversed(list(node))}
+    if isinstance(node, list):
+        return [_reordered(item) for item in node]
+    return node
+
+
+@variant("pretty-text-copy", freedom="EMC-ENV-001 asks for the same JSON value, not the same bytes")
+def pretty_text_copy(server: VariantServer) -> None:
+    """The text copy is indented, ASCII-escaped and key-sorted; structuredContent lists members in reverse order."""
+
+    def render(envelope: dict[str, Any]) -> types.CallToolResult:
+        text = json.dumps(envelope, indent=2, sort_keys=True, ensure_ascii=True)
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
+                                    structured_content=_reordered(envelope), is_error=not envelope["ok"])
+
+    server.render = render
+
+
+@variant("uuid-audit-ids", freedom="auditId is opaque: unique per call, in any form")
+def uuid_audit_ids(server: VariantServer) -> None:
+    """auditId is a random UUID in its canonical text form."""
+    import engram_mcp.reference._server as reference_server
+
+    # The reference names its audit ids through one function; this server mints UUIDs instead.
+    reference_server.new_audit_id = lambda: str(uuid.uuid4())  # type: ignore[attr-defined]
+    _envelope.new_audit_id = reference_server.new_audit_id  # type: ignore[attr-defined]
+
+
+@variant("result-meta", freedom="MCP lets any result carry _meta; the envelope itself stays exact")
+def result_meta(server: VariantServer) -> None:
+    """Every tools/call and tools/list result carries an extra _meta member."""
+    counter = iter(range(1, 1 << 62))
+
+    def render(envelope: dict[str, Any]) -> types.CallToolResult:
+        meta = {"com.example.memory/served-by": "node-3", "com.example.memory/sequence": next(counter)}
+        return tool_result(envelope).model_copy(update={"meta": meta})
+
+    server.render = render
+    server.list_rewrites.append(lambda result: result.model_copy(update={"meta": {"com.example.memory/catalog": "v2"}}))
+
+
+@variant("timing-jitter", freedom="latency is not part of the contract; noise must not read as a leak")
+def timing_jitter(server: VariantServer) -> None:
+    """Every tools/call and tools/list waits a random 0 to 15 ms first (a busy host)."""
+    rng = random.SystemRandom()
+
+    async def wait(ctx: Any = None, params: Any = None) -> Any:
+        await anyio.sleep(rng.uniform(0.0, 0.015))
+        return params
+
+    server.before.append(wait)
+
+    async def list_wait() -> None:
+        await wait()
+
+    server.list_delay = list_wait
+
+
+# -- opaque ids -------------------------------------------------------------------------------------------------------
+
+
+RECORD = re.compile(r"^mem_[a-z2-7]+$")
+
+
+def outer_record(inner: str) -> str:
+    """This server's id for a record: the reference's base32 reversed. Same alphabet and length (so a page
+    the reference fits into max_packet_bytes still fits), another id; the mapping is its own inverse."""
+    return "mem_" + inner.removeprefix("mem_")[::-1] if RECORD.match(inner) else inner
+
+
+inner_record = outer_record
+
+
+def _map_ids(node: Any, keys: frozenset[str], change: Callable[[str], str]) -> Any:
+    if isinstance(node, dict):
+        return {k: change(v) if k in keys and isinstance(v, str) else _map_ids(v, keys, change) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_map_ids(item, keys, change) for item in node]
+    return node
+
+
+def redigest(tool: str, value: dict[str, Any]) -> dict[str, Any]:
+    """Recompute the MCP-layer digests that cover a record id, as this server's own ids enter them."""
+    if tool == GET:
+        receipt = value.get("read_receipt")
+        if isinstance(receipt, dict) and "receipt_digest" in receipt:
+            receipt["receipt_digest"] = profile_digest("read-receipt",
+                                                       {k: v for k, v in receipt.items() if k != "receipt_digest"})
+        if "packet_digest" in value:
+            value["packet_digest"] = profile_digest("get-packet", {k: v for k, v in value.items() if k != "packet_digest"})
+    if tool == SEARCH and "response_digest" in value:
+        value["response_digest"] = profile_digest("search-response",
+                                                  {k: v for k, v in value.items() if k != "response_digest"})
+    return value
+
+
+@variant("own-record-ids", freedom="record ids are copied exactly as returned; how a server mints them is its own")
+def own_record_ids(server: VariantServer) -> None:
+    """record_id is this server's own: the reference's base32 reversed, so every record has another id."""
+    keys = frozenset({"record_id"})
+
+    async def inward(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolRequestParams:
+        if isinstance(params.arguments, dict):
+            return params.model_copy(update={"arguments": _map_ids(params.arguments, keys, inner_record)})
+        return params
+
+    def outward(params: Any, envelope: dict[str, Any]) -> dict[str, Any]:
+        output = envelope.get("output")
+        if envelope.get("ok") is True and isinstance(output, dict) and isinstance(output.get("value"), dict):
+            output["value"] = redigest(params.name, _map_ids(output["value"], keys, outer_record))
+        return envelope
+
+    server.before.append(inward)
+    server.rewrites.append(outward)
+
+
+def outer_cursor(inner: str) -> str:
+    """This server's cursor: the reference's sealed token reversed, with letter case swapped.
+
+    It is exactly as long as the reference's, so a page the reference fits into max_packet_bytes still fits."""
+    return inner[::-1].swapcase()
+
+
+def inner_cursor(outer: str) -> str:
+    """The reference's cursor behind one this server handed out (anything else stays unknown, and stale)."""
+    return outer.swapcase()[::-1]
+
+
+@variant("own-page-cursors", freedom="page_cursor is opaque, copied exactly as returned")
+def own_page_cursors(server: VariantServer) -> None:
+    """next_page_cursor is this server's own token (the reference's, reversed and case-swapped)."""
+    keys = frozenset({"page_cursor"})
+
+    async def inward(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolRequestParams:
+        if params.name == SEARCH and isinstance(params.arguments, dict):
+            return params.model_copy(update={"arguments": _map_ids(params.arguments, keys, inner_cursor)})
+        return params
+
+    def outward(params: Any, envelope: dict[str, Any]) -> dict[str, Any]:
+        output = envelope.get("output")
+        value = output.get("value") if isinstance(output, dict) else None
+        if params.name == SEARCH and isinstance(value, dict) and isinstance(value.get("next_page_cursor"), str):
+            value["next_page_cursor"] = outer_cursor(value["next_page_cursor"])
+            redigest(SEARCH, value)
+        return envelope
+
+    server.before.append(inward)
+    server.rewrites.append(outward)
+
+
+# -- running the harness against a variant --------------------------------------------------------------------------
+
+
+_LOADING = threading.Lock()  # runs start from several threads; the module must be loaded once, whole
+
+
+def _faulty() -> ModuleType:
+    """tests/faulty/targets.py, for its run machinery (one command line, one report reader for both catalogs)."""
+    name = "engram_faulty_targets"
+    with _LOADING:
+        if name in sys.modules:
+            return sys.modules[name]
+        path = Path(__file__).resolve().parent.parent / "faulty" / "targets.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses look their module up while the class is built
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
+        return module
+
+
+def variant_target(name: str, config: Path) -> str:
+    import shlex
+
+    return "stdio:" + shlex.join([sys.executable, str(Path(__file__).resolve()), name, "--config", str(config)])
+
+
+VERDICT_LINE = re.compile(r"^VERDICT: (.*)$", re.MULTILINE)
+FLAGGED = {"FAIL", "ERROR", "XPASS"}
+
+
+def footer_verdicts(report: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """(scored, unscored) requirement verdicts from a report's footer: the level's requirements, and the rest
+    (the profile pins a contract-level run reports without scoring)."""
+    scored: dict[str, str] = {}
+    unscored: dict[str, str] = {}
+    if report.exists():
+        for line in report.read_text(encoding="utf-8").splitlines():
+            entry = json.loads(line)
+            if entry.get("type") == "footer":
+                for rid, verdict in entry["requirements"].items():
+                    (scored if verdict.get("scored") else unscored)[rid] = verdict["verdict"]
+    return scored, unscored
+
+
+def certified(result: Any) -> tuple[bool, str]:
+    """Whether a full run certified the variant: exit 0, a conformant verdict, no scored requirement judged
+    FAIL, ERROR or XPASS, and no check ending ERROR (the harness failing is never a certificate)."""
+    if result.problem:
+        return False, result.problem
+    wrong = []
+    if result.exit_code != 0:
+        wrong.append(f"exit code {result.exit_code}")
+    verdicts = VERDICT_LINE.findall(result.output)
+    if not verdicts or not verdicts[-1].startswith("conformant"):
+        wrong.append(f"verdict {verdicts[-1] if verdicts else 'missing'!r}")
+    scored, _ = getattr(result, "footer", ({}, {}))
+    flagged = sorted(f"{rid}={v}" for rid, v in scored.items() if v in FLAGGED)
+    if flagged:
+        wrong.append("scored requirements " + ", ".join(flagged))
+    errors = sorted(c for c, s in result.statuses.items() if "ERROR" in s)
+    if errors:
+        wrong.append("ERROR in " + ", ".join(errors))
+    return not wrong, "; ".join(wrong)
+
+
+def profile_differences(result: Any) -> list[str]:
+    """The profile pins the variant does not keep: reported by the run, never scored at the contract level."""
+    _, unscored = getattr(result, "footer", ({}, {}))
+    return sorted(rid for rid, v in unscored.items() if v in FLAGGED)
+
+
+def run_variant(item: Variant, template: Path, workdir: Path, *, timeout: float = 300.0) -> Any:
+    """A full conformance run (every check, both eras, default level) against the variant over stdio."""
+    faulty = _faulty()
+    config = faulty.fresh_copy(template, workdir)
+    result = faulty.run(item.name, variant_target(item.name, config / "server.toml"),
+                        config / "conformance-profile.toml", [], workdir, era="both", timeout=timeout)
+    result.footer = footer_verdicts(workdir / "report" / "report.jsonl")
+    return result
+
+
+# -- command line ---------------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Serve a benign variant of the reference server over stdio.")
+    parser.add_argument("variant", nargs="?", help="a variant name (see --list)")
+    parser.add_argument("--config", type=Path, help="the server.toml of an engram-reference init")
+    parser.add_argument("--list", action="store_true", help="print the catalog as JSON lines")
+    args = parser.parse_args(argv)
+    if args.list:
+        for item in VARIANTS.values():
+            print(json.dumps({"name": item.name, "freedom": item.freedom, "summary": item.summary}))
+        return 0
+    if args.variant not in VARIANTS or args.config is None:
+        parser.error("give a variant from --list and --config")
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format=f"benign[{args.variant}]: %(message)s")
+    server = VariantServer(load_config(args.config))
+    VARIANTS[args.variant].apply(server)
+    try:
+        serve_stdio(server)
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
