@@ -10,7 +10,8 @@ Generation never talks to a server: every function here returns plain
 Each case carries the verdict of the shared argument oracle
 (``engram_mcp.contract.ArgumentOracle``) at the time it was built: valid, or
 invalid with the error code a server must send. A case whose verdict depends on
-the clock (an expiry) is judged again at the moment it is sent.
+the clock (an expiry) is judged again at the moment it is sent. An invalid case
+that only a profile pin refuses names it in ``pins`` (see ``_pins``).
 
 Schema-driven cases are drawn with hypothesis under a fixed seed, ``--examples``
 draws per tool and mode, so the same seed gives the same cases. Just before
@@ -59,6 +60,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from engram_mcp.conformance import _pins
 from engram_mcp.contract import ArgumentOracle, canonical_bytes, load
 from engram_mcp.contract.validation import utf16_key
 
@@ -132,6 +134,7 @@ class Case:
     code: str | None  # the code a server must send when invalid
     rules: tuple[str, ...] = ()
     intent: bool | None = None  # what the generator meant (valid?), None when it did not say
+    pins: tuple[str, ...] = ()  # profile pins the refusal rests on alone (see _pins): not required at contract level
 
     @property
     def unsendable(self) -> str | None:
@@ -142,8 +145,8 @@ class Case:
         arguments = {"$bytes": bytes(self.arguments).hex()} if isinstance(self.arguments, bytes | bytearray) \
             else self.arguments
         return {"family": self.family, "tool": self.tool, "label": self.label, "valid": self.valid,
-                "code": self.code, "rules": list(self.rules), "intent": self.intent, "unsendable": self.unsendable,
-                "arguments": arguments}
+                "code": self.code, "rules": list(self.rules), "intent": self.intent, "pins": list(self.pins),
+                "unsendable": self.unsendable, "arguments": arguments}
 
     @classmethod
     def from_json(cls, record: dict[str, Any]) -> Case:
@@ -151,14 +154,22 @@ class Case:
         if isinstance(arguments, dict) and set(arguments) == {"$bytes"}:
             arguments = bytes.fromhex(arguments["$bytes"])
         return cls(record["family"], record["tool"], record["label"], arguments, record["valid"], record["code"],
-                   tuple(record["rules"]), record["intent"])
+                   tuple(record["rules"]), record["intent"], tuple(record.get("pins", ())))
 
 
 def judged(family: str, tool: str, label: str, arguments: Any, *, now: datetime | None = None,
            intent: bool | None = None) -> Case:
     verdict = oracle().verdict(tool, arguments, now=now or utc_now())
     return Case(family, tool, label, arguments, verdict.valid, verdict.code,
-                tuple(sorted(verdict.rules)), intent)
+                tuple(sorted(verdict.rules)), intent, pinned_by(tool, arguments, verdict.rules, now=now))
+
+
+def pinned_by(tool: str, arguments: Any, rules: Any, *, now: datetime | None = None) -> tuple[str, ...]:
+    """The profile pins a schema-keyword refusal rests on alone: the arguments are valid once they are relaxed."""
+    if set(rules) != {"schema_keyword"}:
+        return ()
+    loose, pins = _pins.relaxed(tool, arguments)
+    return pins if pins and oracle().verdict(tool, loose, now=now or utc_now()).valid else ()
 
 
 LONE_SURROGATE = "a lone surrogate, which the SDK session cannot serialise"
@@ -443,7 +454,7 @@ def fixture_cases(tool: str, *, everything: bool = False) -> list[Case]:
             continue
         breaks = tuple(entry.get("breaks", ()))
         out.append(Case("fixtures", tool, entry["description"], entry["arguments"], entry["valid"],
-                        entry.get("code"), breaks, entry["valid"]))
+                        entry.get("code"), breaks, entry["valid"], tuple(entry.get("pins", ()))))
     return out
 
 

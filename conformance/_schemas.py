@@ -13,7 +13,9 @@ Fixtures refused only by rules JSON Schema cannot express (UTF-8 byte bounds,
 NFC, calendar instants, the cross-field rules of spec/rules.json) are not asked
 of the advertised schema: the contract's schema is run through the same plain
 validator, which ignores the project's x- keywords, and only what it refuses
-must be refused.
+must be refused. Nor are fixtures its schema refuses only for a profile pin
+(see _pins: a candidate_id outside this project's form, a capability_policy
+lacking a member): those refusals are reported as the pins, for --level profile.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import referencing.jsonschema
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
+from engram_mcp.conformance import _pins
 from engram_mcp.contract import load
 
 CONTRACT = load()
@@ -49,6 +52,7 @@ class Case:
     label: str
     arguments: Any
     accept: bool  # what the contract's schema says at the schema level
+    pins: tuple[str, ...] = ()  # profile pins the refusal rests on alone: not asked at the contract level
 
 
 def validator(schema: Any, name: str) -> Draft202012Validator:
@@ -101,7 +105,7 @@ def cases(tool: str) -> tuple[Case, ...]:
     One probe per level: levels are told apart by member names, array positions counting as one."""
     contract = Draft202012Validator(CONTRACT.advertised_input_schema(tool))
     entries = CONTRACT.fixture(f"arguments/{tool}.json")["cases"]
-    out = [Case(f"fixture '{e['description']}'", e["arguments"], contract.is_valid(e["arguments"])) for e in entries]
+    out = [_fixture_case(tool, contract, e) for e in entries]
     probed: set[tuple[Any, ...]] = set()
     for entry in sorted((e for e in entries if e["valid"]), key=lambda e: len(json.dumps(e["arguments"]))):
         for path in _objects(entry["arguments"]):
@@ -116,11 +120,34 @@ def cases(tool: str) -> tuple[Case, ...]:
     return tuple(out)
 
 
+def _fixture_case(tool: str, contract: Draft202012Validator, entry: dict[str, Any]) -> Case:
+    arguments = entry["arguments"]
+    accept = contract.is_valid(arguments)
+    if not accept:
+        loose, pins = _pins.relaxed(tool, arguments, any_text=True)
+        if pins and contract.is_valid(loose):
+            return Case(f"fixture '{entry['description']}'", arguments, accept, pins)
+    return Case(f"fixture '{entry['description']}'", arguments, accept)
+
+
+def pinned_verdicts(tool: str, schema: Any) -> list[tuple[str, bool, str]]:
+    """For each case refused only by a profile pin: the pin, whether the advertised schema refuses it too, and the case.
+    Empty when the schema is unusable (disagreement says so)."""
+    try:
+        checker = validator(schema, tool)
+        return [(pin, not accepts(checker, case.arguments), case.label) for case in cases(tool) for pin in case.pins]
+    except UnusableSchema:
+        return []
+
+
 def disagreement(tool: str, schema: Any) -> str | None:
-    """The first case on which the advertised input schema and the contract's disagree, or why it is unusable."""
+    """The first case on which the advertised input schema and the contract's disagree, or why it is unusable.
+    Refusals that rest on a profile pin alone are left to pinned_verdicts."""
     try:
         checker = validator(schema, tool)
         for case in cases(tool):
+            if case.pins:
+                continue
             if accepts(checker, case.arguments) != case.accept:
                 verb = "refuses" if case.accept else "accepts"
                 why = "the contract accepts it" if case.accept else "the contract's schema refuses it"

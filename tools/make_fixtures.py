@@ -6,7 +6,8 @@
 
 fixtures/arguments/<tool>.json holds argument cases in the style of
 JSON-Schema-Test-Suite: each case is valid, or invalid with the error code a
-server must send and the set of rule ids (spec/rules.json) the arguments break.
+server must send and the set of rule ids (spec/rules.json) the arguments break;
+an invalid case that only a profile pin makes invalid names it under "pins".
 Some cases are a mebibyte long, so the files are generated rather than
 hand-edited; read this file instead of the megabytes.
 
@@ -56,6 +57,11 @@ A = "sha256:" + "a" * 64
 B = "sha256:" + "b" * 64
 RECORD_ID = "mem_y5lyhrr2w42rak7rz6h3gypy53rhohj2zszdhj7gpqzvjnijiqkq"  # record id of the golden record
 CANDIDATE_ID = "candidate_7c2147c69a1394198962533640d865bc4f2fdf8f6b1e753e8ad28856d4a5e285"
+
+# Profile pins (spec/requirements.json, source "profile") that some invalid cases rest on alone: a
+# server true to the contract but not to this profile may answer those cases otherwise.
+CANDIDATE_PIN = "EMC-ENC-015"  # candidate_id's form; the contract calls the id opaque
+POLICY_PIN = "EMC-SRCH-014"  # both capability_policy members; the contract gives each a default
 
 # Characters of each UTF-8 width, all in Normalization Form C.
 C1 = "a"  # U+0061, 1 byte
@@ -118,12 +124,15 @@ class Cases:
         *,
         section: str | None = None,
         now: str | None = None,
+        pins: Iterable[str] = (),
     ) -> None:
         breaks = sorted(set(breaks))
         assert breaks, description
-        self._add(description, arguments, breaks, section, now)
+        self._add(description, arguments, breaks, section, now, sorted(set(pins)))
 
-    def _add(self, description: str, arguments: Any, breaks: list[str] | None, section: str | None, now: str | None) -> None:
+    def _add(
+        self, description: str, arguments: Any, breaks: list[str] | None, section: str | None, now: str | None, pins: list[str] | None = None
+    ) -> None:
         assert description not in self._seen, f"duplicate description: {description}"
         self._seen.add(description)
         # A capture carrying retention.expires_at is judged at a known capture time.
@@ -133,6 +142,8 @@ class Cases:
         if breaks is not None:
             case["code"] = code_for(breaks)
             case["breaks"] = breaks
+        if pins:
+            case["pins"] = pins
         if now is not None:
             case["now"] = now
         case["arguments"] = copy.deepcopy(arguments)
@@ -345,7 +356,9 @@ def candidate_id_battery(cases: Cases, base: dict[str, Any], section: str) -> No
         ("candidate_id as an integer", 7),
     ]
     for description, value in near_misses:
-        cases.bad(description, put(base, path, value), ["schema_keyword"], section=section)
+        # The contract calls the id opaque: only this project's form (EMC-ENC-015) refuses a non-empty string.
+        pins = [CANDIDATE_PIN] if isinstance(value, str) and value else []
+        cases.bad(description, put(base, path, value), ["schema_keyword"], section=section, pins=pins)
 
 
 # -- search ------------------------------------------------------------------
@@ -402,9 +415,10 @@ def search_cases() -> Cases:
     for value, what in ((4095, "4095"), (1048577, "1048577"), (65536.5, "65536.5"), ("65536", "the string 65536"), (0, "0")):
         cases.bad(f"max_packet_bytes {what}", put(base, ("max_packet_bytes",), value), ["schema_keyword"])
     policy = ("capability_policy",)
-    cases.bad("capability_policy empty", put(base, policy, {}), ["schema_keyword"])
-    cases.bad("capability_policy without network", put(base, policy, {"minimum_channels": "lexical"}), ["schema_keyword"])
-    cases.bad("capability_policy without minimum_channels", put(base, policy, {"network": "forbid"}), ["schema_keyword"])
+    # The contract gives each member a default: only this project (EMC-SRCH-014) requires both.
+    cases.bad("capability_policy empty", put(base, policy, {}), ["schema_keyword"], pins=[POLICY_PIN])
+    cases.bad("capability_policy without network", put(base, policy, {"minimum_channels": "lexical"}), ["schema_keyword"], pins=[POLICY_PIN])
+    cases.bad("capability_policy without minimum_channels", put(base, policy, {"network": "forbid"}), ["schema_keyword"], pins=[POLICY_PIN])
     cases.bad("capability_policy.minimum_channels semantic", put(base, policy, {"minimum_channels": "semantic", "network": "forbid"}), ["schema_keyword"])
     cases.bad("capability_policy.minimum_channels in another case", put(base, policy, {"minimum_channels": "Lexical", "network": "forbid"}), ["schema_keyword"])
     cases.bad("capability_policy.network deny", put(base, policy, {"minimum_channels": "lexical", "network": "deny"}), ["schema_keyword"])

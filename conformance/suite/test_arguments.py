@@ -17,6 +17,10 @@ must answer:
   (INVALID_SCHEMA beats INVALID_DIGEST). Arguments that are not a JSON object
   may also be refused with JSON-RPC -32602: the MCP SDK's own request layer
   answers so before any tool code runs, and no memory is touched either way.
+- oracle-invalid arguments that only a profile pin refuses (_pins: a candidate_id
+  outside this project's form, a capability_policy lacking a member) need not be
+  refused at the contract level: the id may be NOT_FOUND (never a success), the
+  policy may succeed. The pinned code is judged apart, scored at --level profile.
 
 The cases come from engram_mcp.conformance._fuzz (list them with
 ``python -m engram_mcp.conformance._fuzz``); one check covers one family, per
@@ -52,6 +56,7 @@ from typing import Any
 
 import pytest
 
+from engram_mcp.conformance import _checks, _pins
 from engram_mcp.conformance import _fuzz as fuzz
 from engram_mcp.conformance._checks import check, not_applicable, require
 from engram_mcp.conformance._connect import Reply
@@ -283,16 +288,46 @@ def _purpose_differs(world: World, tool: str, arguments: Any) -> bool:
 def _problem(world: World, sent: Sent) -> str | None:
     """Why the reply is wrong for the verdict, or None when it is right."""
     outcome = _outcome(sent.reply)
-    if sent.valid:
-        if outcome in REFUSALS:
-            return f"valid arguments refused as {outcome}"
-        if outcome in FAULTS:
-            return f"valid arguments made the call fail with {outcome}, again on a retry"
-        if outcome == f"JSON-RPC {UNTRUSTED}" and _purpose_differs(world, sent.case.tool, sent.arguments):
-            return None
-        if sent.reply.kind != "result" or outcome == NO_ENVELOPE_ERROR:
-            return f"valid arguments answered with {outcome}"
-        return None  # a success, or a refusal for another reason: the envelope checks judge its shape
+    if not sent.valid and sent.case.pins:
+        return _pinned_problem(world, sent, outcome)
+    return _valid_problem(world, sent, outcome) if sent.valid else _invalid_problem(sent, outcome)
+
+
+def _pinned_problem(world: World, sent: Sent, outcome: str) -> str | None:
+    """A refusal only a profile pin asks for (see _pins) is not required by the contract: an opaque candidate_id
+    that names nothing may be NOT_FOUND or, on a gated tool, gate_failed (never a success), and a
+    capability_policy lacking a member may succeed."""
+    if outcome == sent.code:
+        return None
+    if _pins.CANDIDATE_PIN in sent.case.pins:
+        allowed = _pins.ANSWERS[_pins.CANDIDATE_PIN]
+        return None if outcome in allowed else f"expected one of {sorted(allowed)}, got {outcome}"
+    return _valid_problem(world, sent, outcome)
+
+
+def _record_pins(results: list[Sent]) -> None:
+    """The pinned answer, judged apart as the profile requirement (scored at --level profile)."""
+    for sent in results:
+        for requirement in sent.case.pins if not sent.valid else ():
+            outcome = _outcome(sent.reply)
+            _checks.pin(requirement, outcome == sent.code,
+                        f"{sent.case.tool} {sent.case.label!r}: expected {sent.code}, got {outcome}")
+
+
+def _valid_problem(world: World, sent: Sent, outcome: str) -> str | None:
+    """Valid arguments are never refused as invalid, nor break the target; any other answer is for other checks."""
+    if outcome in REFUSALS:
+        return f"valid arguments refused as {outcome}"
+    if outcome in FAULTS:
+        return f"valid arguments made the call fail with {outcome}, again on a retry"
+    if outcome == f"JSON-RPC {UNTRUSTED}" and _purpose_differs(world, sent.case.tool, sent.arguments):
+        return None
+    if sent.reply.kind != "result" or outcome == NO_ENVELOPE_ERROR:
+        return f"valid arguments answered with {outcome}"
+    return None  # a success, or a refusal for another reason: the envelope checks judge its shape
+
+
+def _invalid_problem(sent: Sent, outcome: str) -> str | None:
     if outcome == sent.code:
         return None
     if not isinstance(sent.arguments, dict) and outcome in ("INVALID_SCHEMA", f"JSON-RPC {INVALID_PARAMS}"):
@@ -354,6 +389,7 @@ def run_family(world: World, harness: Any, check_id: str, family: str, tool: str
     spent[0] += time.monotonic() - started
     results = [sent for sent in answered if sent is not None]
     problems = [(sent, why) for sent in results if (why := _problem(world, sent)) is not None]
+    _record_pins(results)
     world.evidence.add("sent", len(results))
     world.evidence.add("valid_sent", sum(1 for s in results if s.valid))
     world.evidence.add("outcomes", dict(collections.Counter(_outcome(s.reply) for s in results)))

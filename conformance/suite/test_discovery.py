@@ -65,6 +65,9 @@ def test_advertised_input_schemas_validate_as_the_contracts(world: World) -> Non
         world.evidence.add(name, found or f"agrees on {len(_schemas.cases(name))} cases")
         if found:
             disagreements.append(f"{name}: {found}")
+        # Refusals only this project's pins ask of the schema (an opaque candidate_id, policy defaults): judged apart.
+        for requirement, refused, label in _schemas.pinned_verdicts(name, tool.get("inputSchema")):
+            pin(requirement, refused, f"{name}: the inputSchema accepts {label}, which this profile refuses")
         # This project's profile pins the bytes too; that is judged apart, at --level profile.
         pin(BUNDLED, tool.get("inputSchema") == CONTRACT.advertised_input_schema(name),
             f"{name}: the inputSchema differs from the bundled one")

@@ -22,11 +22,14 @@ from __future__ import annotations
 
 import argparse
 import copy
+import hashlib
+import hmac
 import importlib.util
 import json
 import logging
 import random
 import re
+import sqlite3
 import sys
 import threading
 import uuid
@@ -40,7 +43,7 @@ import anyio
 import mcp_types as types
 from mcp.server import ServerRequestContext
 
-from engram_mcp.contract import load, profile_digest
+from engram_mcp.contract import load, profile_digest, receipt_digest
 from engram_mcp.reference import _envelope
 from engram_mcp.reference._config import load_config
 from engram_mcp.reference._envelope import tool_result
@@ -436,6 +439,101 @@ def own_page_cursors(server: VariantServer) -> None:
 
     server.before.append(inward)
     server.rewrites.append(outward)
+
+
+CAPTURE, ADMIT, WITHDRAW = "engram_memory_capture", "engram_memory_request_admission", "engram_memory_withdraw"
+# What this server's schemas say of a candidate_id: any non-empty string up to a bound, nothing about its form.
+OPAQUE_CANDIDATE = {"type": "string", "minLength": 1, "maxLength": 256,
+                    "description": "A candidate's id, copied exactly as capture returned it."}
+_CANDIDATE_KEY = hashlib.sha256(b"benign/opaque-candidate-ids/v1").digest()  # fixed, so a restart mints the same ids
+
+
+def outer_candidate(inner: str) -> str:
+    """This server's id for a candidate: 'cand-' and a UUID4-shaped keyed hash of the reference's id."""
+    mac = hmac.new(_CANDIDATE_KEY, b"issued\0" + inner.encode(), hashlib.sha256).digest()
+    return "cand-" + str(uuid.UUID(bytes=mac[:16], version=4))
+
+
+def _never_issued(outer: str) -> str:
+    """A reference id no candidate has, for an id this server never issued: the reference answers NOT_FOUND."""
+    return "candidate_" + hmac.new(_CANDIDATE_KEY, b"unknown\0" + outer.encode("utf-8", "surrogatepass"),
+                                   hashlib.sha256).hexdigest()
+
+
+def _opaque_candidate_schema(schema: Any) -> Any:
+    """The schema with every candidate_id property replaced by the opaque one."""
+    schema = copy.deepcopy(schema)
+
+    def visit(node: dict[str, Any]) -> None:
+        props = node.get("properties")
+        if isinstance(props, dict) and "candidate_id" in props:
+            props["candidate_id"] = dict(OPAQUE_CANDIDATE)
+
+    _walk(schema, visit)
+    return schema
+
+
+class CandidateIds:
+    """The two-way map, kept in a file beside the store: every server process on the store shares it, and a
+    lookup costs one indexed read whether the id was issued or not (a cache would make unknown ids slower)."""
+
+    def __init__(self, store: Path) -> None:
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(store.with_name(store.name + ".candidate-ids"), isolation_level=None,
+                                   check_same_thread=False, timeout=30)
+        self._db.execute("CREATE TABLE IF NOT EXISTS ids (outer_id TEXT PRIMARY KEY, inner_id TEXT NOT NULL)")
+
+    def issue(self, inner: str) -> str:
+        outer = outer_candidate(inner)
+        with self._lock:
+            self._db.execute("INSERT OR IGNORE INTO ids (outer_id, inner_id) VALUES (?, ?)", (outer, inner))
+        return outer
+
+    def inner(self, outer: str) -> str | None:
+        with self._lock:
+            row = self._db.execute("SELECT inner_id FROM ids WHERE outer_id = ?", (outer,)).fetchone()
+        return row[0] if row else None
+
+
+@variant("opaque-candidate-ids", freedom="candidate_id is opaque, copied exactly as returned; its form is the server's own")
+def opaque_candidate_ids(server: VariantServer) -> None:
+    """candidate_id is 'cand-' and a UUID4-shaped keyed hash of the reference's id; schemas call it any string."""
+    ids = CandidateIds(server.config.store)
+
+    def translate(value: Any) -> Any:
+        # Only a value this server's schema accepts is mapped; anything else reaches the reference as sent and is
+        # refused there as it would be (a lone surrogate, an empty or overlong string, another type).
+        if not isinstance(value, str) or not 1 <= len(value) <= OPAQUE_CANDIDATE["maxLength"] \
+                or any(0xD800 <= ord(ch) <= 0xDFFF for ch in value):
+            return value
+        return ids.inner(value) or _never_issued(value)
+
+    async def inward(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolRequestParams:
+        if params.name in (ADMIT, WITHDRAW) and isinstance(params.arguments, dict) and "candidate_id" in params.arguments:
+            arguments = {**params.arguments, "candidate_id": await anyio.to_thread.run_sync(
+                translate, params.arguments["candidate_id"])}
+            return params.model_copy(update={"arguments": arguments})
+        return params
+
+    def outward(params: Any, envelope: dict[str, Any]) -> dict[str, Any]:
+        output = envelope.get("output")
+        value = output.get("value") if envelope.get("ok") is True and isinstance(output, dict) else None
+        if params.name == CAPTURE and isinstance(value, dict) and isinstance(value.get("candidate_id"), str):
+            value["candidate_id"] = ids.issue(value["candidate_id"])
+        outcome = value.get("outcome") if params.name == ADMIT and isinstance(value, dict) else None
+        if isinstance(outcome, dict) and isinstance(outcome.get("candidate_id"), str):
+            outcome["candidate_id"] = ids.issue(outcome["candidate_id"])
+            if outcome.get("status") == "pending_adjudication":  # this receipt covers the candidate's id (EMC-HP-047)
+                outcome["transaction_receipt_digest"] = receipt_digest(
+                    "admission-pending", {"candidate_id": outcome["candidate_id"], "cursor": outcome.get("cursor"),
+                                          "decision_receipt_digest": outcome.get("decision_receipt_digest")})
+        return envelope
+
+    server.before.append(inward)
+    server.rewrites.append(outward)
+    _retool(server, lambda name, tool: tool.model_copy(update={
+        "input_schema": _opaque_candidate_schema(tool.input_schema),
+        "output_schema": _opaque_candidate_schema(tool.output_schema) if tool.output_schema is not None else None}))
 
 
 # -- running the harness against a variant --------------------------------------------------------------------------
