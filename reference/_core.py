@@ -42,7 +42,8 @@ from engram_mcp.reference import _search as search_index
 from engram_mcp.reference._crypto import DigestKeyer, derive_key
 from engram_mcp.reference._envelope import Outcome, Refusal
 from engram_mcp.reference._ports import AdmissionDecision, AdmissionPolicy, CandidateView, Cipher, Scope, Sealed
-from engram_mcp.reference._quotas import CallWindow, Periodic, ResourceLimits, over
+from engram_mcp.reference._periodic import Periodic
+from engram_mcp.reference._quotas import CallWindow, ResourceLimits, over
 from engram_mcp.reference._store import Store, optimize_fts
 
 # The reference's own admission rule, applied before the scope's policy: reject what no packet budget can serve.

@@ -17,7 +17,6 @@ waiting for other readers.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
@@ -26,8 +25,8 @@ from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
 from engram_mcp.contract.validation import instant
+from engram_mcp.reference._periodic import Periodic
 
-log = logging.getLogger("engram_mcp.reference")
 
 Subject = Literal["candidate_key", "record_content"]
 SUBJECTS: tuple[Subject, ...] = ("candidate_key", "record_content")
@@ -72,8 +71,7 @@ class ErasureLedger:
         self.store = store
         self.retry_interval = retry_interval
         self._settling = threading.Lock()  # one flush attempt at a time; never the store's own lock
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._retrying = Periodic(self.settle, name="erasure-ledger")
 
     # -- inside the erasing transaction ---------------------------------------------
 
@@ -126,23 +124,10 @@ class ErasureLedger:
 
     def start(self) -> None:
         """Retry pending erasures until ``stop``; the first attempt at once, so a restart resumes them."""
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="erasure-ledger", daemon=True)
-            self._thread.start()
+        self._retrying.start(self.retry_interval, at_once=True)
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-            self._thread = None
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.settle()
-            except Exception:  # a failed attempt is retried at the next tick; the erasure stays pending
-                log.exception("pending erasures could not be settled")
-            self._stop.wait(self.retry_interval)
+        self._retrying.stop()
 
 
 def pending_lines(outstanding: list[Outstanding]) -> Iterator[str]:

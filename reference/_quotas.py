@@ -8,15 +8,15 @@ workspaces) and the principal within that tenant:
 - ``calls_per_window``: tool calls served in one fixed window of ``window_seconds``.
 
 A call over any of them is refused with RATE_LIMITED (retriable) before it
-changes anything. Zero turns one quota off. The window counter lives in memory:
-a store serves one process, so nothing else counts the same calls.
+changes anything. Zero turns one quota off. The pending and byte quotas are
+counted in the store, so they hold across every process serving it; the call
+window is counted in memory, by each server process for its own calls.
 """
 
 from __future__ import annotations
 
-import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -86,34 +86,6 @@ class CallWindow:
             for key, _ in holders:
                 self._counts[key] = self._counts.get(key, 0) + 1
         return True
-
-
-class Periodic:
-    """Runs a task every ``interval`` seconds on a daemon thread until stopped; a failure waits for the next tick."""
-
-    def __init__(self, task: Callable[[], object], *, name: str) -> None:
-        self._task, self._name = task, name
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self, interval: float) -> None:
-        if self._thread is None:
-            self._stop.clear()
-            self._thread = threading.Thread(target=self._run, args=(interval,), name=self._name, daemon=True)
-            self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-            self._thread = None
-
-    def _run(self, interval: float) -> None:
-        while not self._stop.wait(interval):
-            try:
-                self._task()
-            except Exception:
-                logging.getLogger("engram_mcp.reference").exception("%s failed; retried at the next tick", self._name)
 
 
 # -- server.toml -----------------------------------------------------------------

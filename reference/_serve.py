@@ -20,10 +20,14 @@ MCP_PATH = "/mcp"
 
 
 def serve_stdio(config: ServerConfig) -> None:
-    reference = ReferenceServer(config)
+    run_stdio(ReferenceServer(config))
+
+
+def run_stdio(reference: ReferenceServer) -> None:
+    """One session over the bounded stdio transport until the input ends; the server is closed afterwards."""
 
     async def run() -> None:
-        async with stdio_transport(config.transport.max_message_bytes) as (read, write):
+        async with stdio_transport(reference.config.transport.max_message_bytes) as (read, write):
             await reference.server.run(read, write, reference.server.create_initialization_options())
 
     try:

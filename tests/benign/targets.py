@@ -48,7 +48,7 @@ from engram_mcp.reference import _envelope
 from engram_mcp.reference._config import load_config
 from engram_mcp.reference._envelope import tool_result
 from engram_mcp.reference._server import ReferenceServer
-from engram_mcp.reference._stdio import stdio_transport
+from engram_mcp.reference._serve import run_stdio
 
 CONTRACT = load()
 SEARCH, GET = "engram_memory_search", "engram_memory_get"
@@ -95,20 +95,6 @@ class VariantServer(ReferenceServer):
         for rewrite in self.list_rewrites:
             result = rewrite(result)
         return result
-
-
-def serve_stdio(server: ReferenceServer) -> None:
-    """As reference/_serve.py serves: one session over the reference's own bounded stdio transport (which
-    answers a message the SDK's transport cannot read, such as one holding a lone surrogate)."""
-
-    async def run() -> None:
-        async with stdio_transport(server.config.transport.max_message_bytes) as (read, write):
-            await server.server.run(read, write, server.server.create_initialization_options())
-
-    try:
-        anyio.run(run)
-    finally:
-        server.close()
 
 
 # -- the catalog -----------------------------------------------------------------------------------------------
@@ -641,7 +627,7 @@ def main(argv: list[str] | None = None) -> int:
     server = VariantServer(load_config(args.config))
     VARIANTS[args.variant].apply(server)
     try:
-        serve_stdio(server)
+        run_stdio(server)  # as engram-reference serves: the bounded stdio transport
     except KeyboardInterrupt:
         pass
     return 0

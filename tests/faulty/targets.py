@@ -46,7 +46,6 @@ import anyio
 import jwt
 import mcp_types as types
 from mcp.server import ServerRequestContext
-from mcp.server.stdio import stdio_server
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from engram_mcp.contract import load, profile_digest
@@ -69,6 +68,7 @@ from engram_mcp.reference._envelope import Outcome, Refusal, tool_result
 from engram_mcp.reference._policy import AcceptAll, SecretScan
 from engram_mcp.reference._ports import Scope, Sealed
 from engram_mcp.reference._server import _UNTRUSTED, ReferenceServer, _protocol_error
+from engram_mcp.reference._serve import run_stdio
 
 CONTRACT = load()
 SEARCH, GET, CAPTURE = "engram_memory_search", "engram_memory_get", "engram_memory_capture"
@@ -134,19 +134,6 @@ class FaultyServer(ReferenceServer):
         for rewrite in self.list_rewrites:
             result = rewrite(ctx, result)
         return result
-
-
-def serve_stdio(server: ReferenceServer) -> None:
-    """As reference/_serve.py serves: one session over stdin/stdout."""
-
-    async def run() -> None:
-        async with stdio_server() as (read, write):
-            await server.server.run(read, write, server.server.create_initialization_options())
-
-    try:
-        anyio.run(run)
-    finally:
-        server.close()
 
 
 # -- the catalog -----------------------------------------------------------------------------------------
@@ -1294,7 +1281,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.variant != "none":
         VARIANTS[args.variant].apply(server)
     try:
-        serve_stdio(server)
+        run_stdio(server)  # as engram-reference serves: the bounded stdio transport
     except KeyboardInterrupt:
         pass
     return 0
