@@ -54,7 +54,7 @@ def redact(value: Any, key: str = "") -> Any:
 
 
 def level_of(run: Run) -> str:
-    return getattr(run, "level", "contract")
+    return run.level
 
 
 def spoken_eras(run: Run) -> list[str]:
@@ -89,7 +89,7 @@ class _Judged:
 def _seen_by_requirement(run: Run) -> dict[str, list[_Seen]]:
     seen: dict[str, list[_Seen]] = defaultdict(list)
     for result in run.results:
-        pins: dict[str, list[str]] = getattr(result, "pins", {}) or {}
+        pins = result.pins
         for rid in dict.fromkeys([*result.requirements, *pins]):
             if rid in pins:
                 status = Status.FAIL if pins[rid] else Status.PASS
@@ -99,7 +99,7 @@ def _seen_by_requirement(run: Run) -> dict[str, list[_Seen]]:
             else:
                 status, message = result.status, result.message
             seen[rid].append(_Seen(result.check_id, result.era, status, message,
-                                   bool(getattr(result, "not_applicable", False))))
+                                   result.not_applicable))
     return seen
 
 
@@ -148,7 +148,7 @@ def requirement_verdicts(run: Run) -> dict[str, dict[str, Any]]:
     seen = _seen_by_requirement(run)
     sources = SOURCES_SCORED[level_of(run)]
     eras = spoken_eras(run)
-    selected = bool(getattr(run, "selected", False))
+    selected = run.selected
     verdicts = {}
     for entry in catalog:
         rid = entry["id"]
@@ -204,7 +204,7 @@ def exit_code(run: Run) -> int:
         return EXIT_STALE
     if any(r.status is Status.ERROR for r in run.results):
         return EXIT_UNREACHABLE
-    if getattr(run, "selected", False) or any(v["outcome"] == NOT_EXERCISED for v in scored.values()):
+    if run.selected or any(v["outcome"] == NOT_EXERCISED for v in scored.values()):
         return EXIT_INCOMPLETE
     return EXIT_CONFORMANT
 
@@ -212,7 +212,7 @@ def exit_code(run: Run) -> int:
 def verdict_line(run: Run, code: int | None = None) -> str:
     code = exit_code(run) if code is None else code
     level = level_of(run)
-    partial = bool(getattr(run, "selected", False))
+    partial = run.selected
     baselined = any(r.status is Status.XFAIL for r in run.results)
     return {
         0: (f"VERDICT: conformant to contract {load().version} at the {level} level"
@@ -262,12 +262,12 @@ def summary_lines(run: Run, *, limit: int = 40) -> list[str]:
     lines = ["", f"Engram memory over MCP {load().version} — target {run.target.label}",
              f"level: {level} (scores {' + '.join(sorted(SOURCES_SCORED[level]))} requirements); "
              f"eras: {', '.join(spoken_eras(run)) or 'none'}; transport: {run.target.kind}"
-             + ("; deep" if getattr(run, "deep", False) else "")]
+             + ("; deep" if run.deep else "")]
     if run.unreachable:
-        lines.append(f"{'PROFILE REFUSED' if getattr(run, 'profile_refused', False) else 'TARGET UNREACHABLE'}: {run.unreachable}")
+        lines.append(f"{'PROFILE REFUSED' if run.profile_refused else 'TARGET UNREACHABLE'}: {run.unreachable}")
     for era, why in run.unsupported_eras.items():
         lines.append(f"era {era} not spoken by the target ({why}): its checks are SKIPPED")
-    lines.extend(getattr(run, "notes", []))
+    lines.extend(run.notes)
     lines.append("checks: " + ", ".join(f"{k} {v}" for k, v in sorted(counts(run).items())))
     lines.append(_count_line("MUST requirements", tally(scored), f" scored at the {level} level"))
     for rid, v in sorted(scored.items()):
@@ -296,9 +296,9 @@ def summary_lines(run: Run, *, limit: int = 40) -> list[str]:
 
 def _profile_label(run: Run) -> str:
     profile = run.profile
-    if profile is not None and getattr(profile, "given", True) is False:
+    if profile is not None and not profile.given:
         return "none (only what needs no host identity was run)"
-    path = getattr(profile, "path", None)
+    path = profile.path if profile is not None else None
     return f"`{path.name}`" if path is not None else "as given to the run"
 
 
@@ -309,8 +309,8 @@ def write_reports(run: Run, directory: Path) -> None:
     header = {
         "type": "header", "harness_version": HARNESS_VERSION, "contract": load().version,
         "contract_digest": load().digest, "target": run.target.label, "transport": run.target.kind,
-        "eras": list(run.eras), "level": level_of(run), "deep": bool(getattr(run, "deep", False)),
-        "partial": bool(getattr(run, "selected", False)), "seed": run.seed,
+        "eras": list(run.eras), "level": level_of(run), "deep": run.deep,
+        "partial": run.selected, "seed": run.seed,
         "examples": run.examples, "strict": run.strict, "unsupported_eras": run.unsupported_eras,
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(run.started)),
     }
@@ -319,9 +319,9 @@ def write_reports(run: Run, directory: Path) -> None:
         line = {"type": "check", "check": r.check_id, "era": r.era, "status": r.status.value,
                 "requirements": list(r.requirements), "message": r.message, "duration": round(r.duration, 4),
                 "evidence": redact(r.evidence)}
-        if getattr(r, "not_applicable", False):
+        if r.not_applicable:
             line["not_applicable"] = True
-        if getattr(r, "pins", None):
+        if r.pins:
             line["pins"] = {rid: ("FAIL: " + "; ".join(m)) if m else "PASS" for rid, m in r.pins.items()}
         lines.append(line)
     scored = _must(verdicts)
@@ -349,7 +349,7 @@ def badge(run: Run) -> dict[str, Any]:
     level = level_of(run)
     message, color = {0: ("conformant", "brightgreen"), 1: ("not conformant", "red"),
                       3: ("not judged", "lightgrey"), 4: ("stale baseline", "orange"),
-                      5: ("partial run" if getattr(run, "selected", False) else "incomplete", "yellow")}[code]
+                      5: ("partial run" if run.selected else "incomplete", "yellow")}[code]
     if code == 0 and any(r.status is Status.XFAIL for r in run.results):
         message, color = "baseline failures", "orange"
     return {"schemaVersion": 1, "label": f"engram-mcp {load().version} {level}", "message": message, "color": color}
@@ -365,7 +365,7 @@ def markdown_report(run: Run, verdicts: dict[str, dict[str, Any]], code: int) ->
     baselined = any(r.status is Status.XFAIL for r in run.results)
     if code == 0 and not baselined:
         title = f"Certificate of conformance — contract {load().version}, {level} level"
-    elif getattr(run, "selected", False):
+    elif run.selected:
         title = "Partial conformance report (--select) — not a certificate"
     else:
         title = {1: "Conformance report (not conformant)", 3: "Conformance report (not judged)",
@@ -382,7 +382,7 @@ def markdown_report(run: Run, verdicts: dict[str, dict[str, Any]], code: int) ->
         f"- Target: `{run.target.label}` (transport: {run.target.kind})\n"
         f"- Eras exercised: {', '.join(spoken_eras(run)) or 'none'} (asked: {', '.join(run.eras)})\n"
         f"- Profile: {_profile_label(run)}\n"
-        f"- Deep mode: {'yes' if getattr(run, 'deep', False) else 'no'}; seed: {run.seed}; harness: {HARNESS_VERSION}\n"
+        f"- Deep mode: {'yes' if run.deep else 'no'}; seed: {run.seed}; harness: {HARNESS_VERSION}\n"
         f"- Exit code: {code}\n\n"
         + "```\n" + "\n".join(summary_lines(run)[1:]) + "\n```\n\n"
         "Requirements marked unverified by the contract are reported, not scored"
