@@ -8,10 +8,7 @@ reports when the session ends.
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,81 +26,25 @@ from engram_mcp.conformance._connect import (
 )
 from engram_mcp.conformance._host import Confirmer, HostBinding, host_from_profile
 from engram_mcp.conformance._profile import Profile, ProfileError, load_profile
-from engram_mcp.conformance._raw import RawSession
+from engram_mcp.conformance._run import (  # re-exported: older imports read the model from here
+    EXIT_CONFORMANT,
+    EXIT_INCOMPLETE,
+    EXIT_MUST_FAILED,
+    EXIT_STALE,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    Result,
+    Run,
+    ServerInfo,
+    utc_now,
+)
 from engram_mcp.conformance._world import Evidence, World
 
-EXIT_CONFORMANT, EXIT_MUST_FAILED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_STALE, EXIT_INCOMPLETE = 0, 1, 2, 3, 4, 5
-_STATE = pytest.StashKey["Run"]()
-FINAL_EXIT: int | None = None  # the judged exit code of the last run in this process
+__all__ = ["EXIT_CONFORMANT", "EXIT_INCOMPLETE", "EXIT_MUST_FAILED", "EXIT_STALE", "EXIT_UNREACHABLE", "EXIT_USAGE",
+           "Result", "Run", "run_of"]
 
-
-@dataclass
-class Result:
-    check_id: str
-    requirements: tuple[str, ...]
-    era: str | None
-    status: Status
-    nodeid: str
-    duration: float
-    message: str = ""
-    evidence: dict[str, Any] = field(default_factory=dict)
-    not_applicable: bool = False  # a SKIP that says the requirement has nothing to exercise in this run
-    pins: dict[str, list[str]] = field(default_factory=dict)  # profile requirement -> failed pin messages
-
-
-@dataclass
-class Run:
-    """One conformance run: the target, the host, the connections and what every check concluded."""
-
-    target: Target
-    profile: Profile
-    host: HostBinding
-    confirmer: Confirmer
-    eras: tuple[str, ...]
-    seed: int
-    examples: int
-    strict: bool
-    baseline: frozenset[str]
-    report_dir: Path | None
-    timeout: float
-    started: float = field(default_factory=time.time)
-    level: str = "contract"  # which requirements are scored: contract (+ wiring), or profile (everything)
-    deep: bool = False  # run the checks that wait long (confirmation TTL, expiry windows)
-    selected: bool = False  # a --select run: a partial report, never a certificate
-    connections: dict[str, Connection] = field(default_factory=dict)
-    extra: list[Connection] = field(default_factory=list)
-    unreachable: str | None = None
-    unsupported_eras: dict[str, str] = field(default_factory=dict)  # era -> why the target refused it
-    notes: list[str] = field(default_factory=list)  # what the preflight learned that the verdict alone does not say
-    profile_refused: bool = False  # the target refuses every binding of the profile: nothing was judged
-    results: list[Result] = field(default_factory=list)
-    raw_sessions: dict[str, RawSession] = field(default_factory=dict)
-    _raw_lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def connection(self, era: str) -> Connection:
-        return self.connections[era]
-
-    def open_extra(self, era: str, *, elicitation: bool) -> Connection:
-        """Another session, e.g. one that declares no elicitation capability; closed with the run."""
-        conn = Connection(self.target, era, self.confirmer, elicitation=elicitation, timeout=self.timeout)
-        conn.open()
-        self.extra.append(conn)
-        return conn
-
-    def raw(self, era: str) -> RawSession:
-        """A raw JSON-RPC session in this era, for what no SDK session can carry (opened once)."""
-        with self._raw_lock:
-            if era not in self.raw_sessions:
-                session = RawSession(self.target, era, self.timeout)
-                session.open()
-                self.raw_sessions[era] = session
-            return self.raw_sessions[era]
-
-    def close(self) -> None:
-        for conn in [*self.connections.values(), *self.extra]:
-            conn.close()
-        for session in self.raw_sessions.values():
-            session.close()
+_STATE = pytest.StashKey[Run]()
+FINAL_EXIT: int | None = None  # the judged exit code of the last run in this process (Run.exit_code is the value)
 
 
 # -- options -------------------------------------------------------------------
@@ -157,7 +98,9 @@ def pytest_configure(config: pytest.Config) -> None:
         timeout=config.getoption("--call-timeout"),
     )
     run = config.stash[_STATE]
-    run.level, run.deep, run.selected = config.getoption("--level"), config.getoption("--deep"), bool(config.getoption("--select"))
+    run.level, run.deep = config.getoption("--level"), config.getoption("--deep")
+    run.select = tuple(config.getoption("--select"))
+    run.selected = bool(run.select)
     set_deep(run.deep)
 
 
@@ -202,7 +145,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     for era in run.eras:
         conn = Connection(run.target, era, run.confirmer, timeout=run.timeout)
         try:
-            conn.open()
+            handshake = conn.open()
         except EraUnsupported as refusal:
             run.unsupported_eras[era] = str(refusal)
             conn.close()
@@ -217,6 +160,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             run.unreachable = f"{first} [{era} era]" + (f"\n{rest}" if rest else "")
             break
         run.connections[era] = conn
+        info = ServerInfo.from_handshake(era, handshake)
+        if info is not None:
+            run.server_info[era] = info
     if not run.unreachable and not run.connections:
         run.unreachable = "the target speaks none of the selected protocol eras: " + "; ".join(
             f"{era}: {why}" for era, why in run.unsupported_eras.items())
@@ -350,6 +296,17 @@ def _status(call: pytest.CallInfo[None], run: Run, check_id: str, era: str | Non
     return status, message
 
 
+def case_id(item: pytest.Item, era: str | None) -> str | None:
+    """The item's parametrised case without its era: pytest's own ids, so it is stable and readable."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is None:
+        return None
+    parts = list(callspec._idlist)  # one id per parametrize call, in pytest's order (era is one of them)
+    if era is not None and era in parts:
+        parts.remove(era)
+    return "-".join(parts) or None
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     outcome = yield
@@ -362,16 +319,19 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         return
     check_id, requirements = marked
     era = item.callspec.params.get("era") if hasattr(item, "callspec") else None
+    case = case_id(item, era)
     status, message = _status(call, run, check_id, era, requirements)
     pins = take_pins() if call.when == "call" else {}
     evidence = item.funcargs.get("evidence") if hasattr(item, "funcargs") else None
     run.results.append(Result(check_id, requirements, era, status, item.nodeid, report.duration, message,
                               dict(evidence.items) if isinstance(evidence, Evidence) else {},
                               not_applicable=bool(call.excinfo and call.excinfo.errisinstance(NotApplicable)),
-                              pins=pins))
+                              pins=pins, case=case))
     properties = [("check", check_id), ("status", status.value), ("requirements", " ".join(requirements))]
     if era:
         properties.append(("era", era))
+    if case:
+        properties.append(("case", case))
     # JUnit reads them from the item (the teardown report copies them), the log from this report.
     item.user_properties.extend(properties)
     report.user_properties = list(item.user_properties)
@@ -392,10 +352,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     from engram_mcp.conformance._report import exit_code, write_reports
 
     run.close()
+    run.finished_at = utc_now()
+    run.exit_code = exit_code(run)
     if run.report_dir is not None:
         write_reports(run, run.report_dir)
     global FINAL_EXIT
-    FINAL_EXIT = session.exitstatus = exit_code(run)
+    FINAL_EXIT = session.exitstatus = run.exit_code
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

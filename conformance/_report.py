@@ -29,7 +29,7 @@ from engram_mcp.conformance._profile import NEEDS_PROFILE
 from engram_mcp.contract import load
 
 if TYPE_CHECKING:
-    from engram_mcp.conformance._plugin import Run
+    from engram_mcp.conformance._run import Run
 
 HARNESS_VERSION = "0.2.0"
 _SECRET_KEYS = re.compile(r"binding|token|authorization|_meta|requeststate|request_state|key$", re.I)
@@ -190,7 +190,7 @@ def tally(verdicts: dict[str, dict[str, Any]]) -> dict[str, int]:
 
 
 def exit_code(run: Run) -> int:
-    from engram_mcp.conformance._plugin import (EXIT_CONFORMANT, EXIT_INCOMPLETE, EXIT_MUST_FAILED, EXIT_STALE,
+    from engram_mcp.conformance._run import (EXIT_CONFORMANT, EXIT_INCOMPLETE, EXIT_MUST_FAILED, EXIT_STALE,
                                                 EXIT_UNREACHABLE)
 
     if run.unreachable:

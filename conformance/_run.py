@@ -1,0 +1,198 @@
+"""The run model: one conformance run, its identity and what every check concluded.
+
+The plugin fills it; reports, the console and the certificate read it. It lives
+apart from the plugin so that readers never import pytest hooks (and the
+``_report`` -> plugin import cycle is gone).
+
+Fields readers rely on (beyond the run's options):
+
+- ``started_at`` / ``finished_at``: aware UTC datetimes (``finished_at`` is
+  None until the session ends);
+- ``server_info``: era -> ServerInfo, what the target called itself in its
+  opening exchange (``serverInfo`` of initialize, or the serverInfo ``_meta``
+  of server/discover); ``server_identity`` joins them into one line;
+- ``select``: the ``--select`` prefixes, in the order given (``selected`` says
+  whether there were any);
+- ``profile_digest``: ``sha256:<hex>`` of the profile file's bytes, None
+  without a profile;
+- ``harness_version``: the installed package's version;
+- ``transports``: MCP transport names, ``stdio`` or ``streamable-http``;
+- ``exit_code``: the judged verdict as an exit code, set when the session ends.
+
+A Result's ``case`` tells repeated checks apart: the parametrised case of the
+check without its era (``forget-content``, ``tool2-limit-3``), or None when the
+check runs once per era. ``Result.label`` is ``check@era[case]``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from engram_mcp.conformance._checks import Status
+from engram_mcp.conformance._connect import Connection, Target
+from engram_mcp.conformance._host import Confirmer, HostBinding
+from engram_mcp.conformance._profile import Profile
+from engram_mcp.conformance._raw import RawSession
+
+EXIT_CONFORMANT, EXIT_MUST_FAILED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_STALE, EXIT_INCOMPLETE = 0, 1, 2, 3, 4, 5
+DISTRIBUTION = "engram-memory-mcp"
+# The transport names the MCP specification uses, per kind of target.
+TRANSPORTS = {"stdio": "stdio", "http": "streamable-http"}
+_DISCOVER_SERVER_INFO = "io.modelcontextprotocol/serverInfo"  # where server/discover results carry it
+
+
+def harness_version() -> str:
+    """The installed package's version: the one number the harness reports everywhere."""
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:  # a source tree that was never installed
+        return "0+unknown"
+
+
+def file_digest(path: Path) -> str:
+    return "sha256:" + hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def profile_digest(profile: Profile | None) -> str | None:
+    """The digest of the profile file as given, so a report names exactly the host wiring it ran under."""
+    if profile is None or profile.path is None:
+        return None
+    return file_digest(profile.path)
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """What the target said it is (Implementation: name and version; title when it gives one)."""
+
+    name: str
+    version: str
+    title: str | None = None
+
+    @classmethod
+    def from_handshake(cls, era: str, handshake: dict[str, Any]) -> ServerInfo | None:
+        found = handshake.get("serverInfo") if era == "legacy" else None
+        if not isinstance(found, dict):
+            meta = handshake.get("_meta")
+            found = meta.get(_DISCOVER_SERVER_INFO) if isinstance(meta, dict) else None
+        if not isinstance(found, dict) or not isinstance(found.get("name"), str):
+            return None
+        title = found.get("title")
+        return cls(found["name"], str(found.get("version", "")), title if isinstance(title, str) else None)
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.version}".strip()
+
+
+@dataclass
+class Result:
+    check_id: str
+    requirements: tuple[str, ...]
+    era: str | None
+    status: Status
+    nodeid: str
+    duration: float
+    message: str = ""
+    evidence: dict[str, Any] = field(default_factory=dict)
+    not_applicable: bool = False  # a SKIP that says the requirement has nothing to exercise in this run
+    pins: dict[str, list[str]] = field(default_factory=dict)  # profile requirement -> failed pin messages
+    case: str | None = None  # the parametrised case without its era; None when the check runs once per era
+
+    @property
+    def family(self) -> str:
+        """The check's family: its id up to the first dot (``search`` for ``search.stale-cursor``)."""
+        return self.check_id.split(".", 1)[0]
+
+    @property
+    def label(self) -> str:
+        """Readable and unique within a run: ``check@era[case]``."""
+        return self.check_id + (f"@{self.era}" if self.era else "") + (f"[{self.case}]" if self.case else "")
+
+
+@dataclass
+class Run:
+    """One conformance run: the target, the host, the connections and what every check concluded."""
+
+    target: Target
+    profile: Profile
+    host: HostBinding
+    confirmer: Confirmer
+    eras: tuple[str, ...]
+    seed: int
+    examples: int
+    strict: bool
+    baseline: frozenset[str]
+    report_dir: Path | None
+    timeout: float
+    started: float = field(default_factory=time.time)
+    level: str = "contract"  # which requirements are scored: contract (+ wiring), or profile (everything)
+    deep: bool = False  # run the checks that wait long (confirmation TTL, expiry windows)
+    selected: bool = False  # a --select run: a partial report, never a certificate
+    select: tuple[str, ...] = ()  # the --select prefixes
+    started_at: datetime = field(default_factory=utc_now)
+    finished_at: datetime | None = None
+    server_info: dict[str, ServerInfo] = field(default_factory=dict)  # era -> what the target called itself
+    profile_digest: str | None = None
+    harness_version: str = field(default_factory=harness_version)
+    transports: tuple[str, ...] = ()  # filled from the target when left empty
+    exit_code: int | None = None  # the judged verdict, once the session has ended
+    connections: dict[str, Connection] = field(default_factory=dict)
+    extra: list[Connection] = field(default_factory=list)
+    unreachable: str | None = None
+    unsupported_eras: dict[str, str] = field(default_factory=dict)  # era -> why the target refused it
+    notes: list[str] = field(default_factory=list)  # what the preflight learned that the verdict alone does not say
+    profile_refused: bool = False  # the target refuses every binding of the profile: nothing was judged
+    results: list[Result] = field(default_factory=list)
+    raw_sessions: dict[str, RawSession] = field(default_factory=dict)
+    _raw_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        if not self.transports:
+            self.transports = (TRANSPORTS.get(self.target.kind, self.target.kind),)
+        if self.profile_digest is None:
+            self.profile_digest = profile_digest(self.profile)
+
+    @property
+    def server_identity(self) -> str | None:
+        """One line for banners: the name and version the target gave (per era when they differ)."""
+        named = {era: str(info) for era, info in self.server_info.items()}
+        if not named:
+            return None
+        if len(set(named.values())) == 1:
+            return next(iter(named.values()))
+        return "; ".join(f"{era}: {text}" for era, text in named.items())
+
+    def connection(self, era: str) -> Connection:
+        return self.connections[era]
+
+    def open_extra(self, era: str, *, elicitation: bool) -> Connection:
+        """Another session, e.g. one that declares no elicitation capability; closed with the run."""
+        conn = Connection(self.target, era, self.confirmer, elicitation=elicitation, timeout=self.timeout)
+        conn.open()
+        self.extra.append(conn)
+        return conn
+
+    def raw(self, era: str) -> RawSession:
+        """A raw JSON-RPC session in this era, for what no SDK session can carry (opened once)."""
+        with self._raw_lock:
+            if era not in self.raw_sessions:
+                session = RawSession(self.target, era, self.timeout)
+                session.open()
+                self.raw_sessions[era] = session
+            return self.raw_sessions[era]
+
+    def close(self) -> None:
+        for conn in [*self.connections.values(), *self.extra]:
+            conn.close()
+        for session in self.raw_sessions.values():
+            session.close()
