@@ -170,7 +170,6 @@ class NoBinding:
 def host_from_profile(profile: Profile) -> tuple[HostBinding, Confirmer]:
     if not profile.given:
         return NoBinding(), ElicitationConfirmer()
-    kind = profile.binding["kind"]
-    if kind != "signed-meta":
-        raise ProfileError(f"binding.kind {kind!r} has no adapter in this harness")
-    return SignedMetaBinding.from_profile(profile), ElicitationConfirmer()
+    from engram_mcp.conformance.hosts import adapter_for  # the public registry imports this module
+
+    return adapter_for(profile.binding["kind"])(profile)
