@@ -1,0 +1,290 @@
+"""report.html: one self-contained page an auditor reads (inline CSS, SVG and script; nothing fetched).
+
+Top to bottom: the verdict banner (what was certified, where, when, under which
+profile), a summary chart, filters and a search box, the failures with their
+evidence and a command that reproduces each, the requirements grouped by contract
+section with their text, and every check result with its case id.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from html import escape
+from typing import TYPE_CHECKING, Any
+
+from engram_mcp.conformance._checks import SEVERITY, Status
+from engram_mcp.conformance._findings import blamed, catalog, reproduction
+from engram_mcp.conformance._report import (
+    EXCLUDED,
+    FAILED,
+    NOT_APPLICABLE,
+    NOT_EXERCISED,
+    PASSED,
+    _must,
+    _profile_label,
+    _utc,
+    counts,
+    level_of,
+    redact,
+    spoken_eras,
+    tally,
+    verdict_line,
+)
+from engram_mcp.contract import load
+
+if TYPE_CHECKING:
+    from engram_mcp.conformance._run import Result, Run
+
+# Which filter button shows a status or an outcome.
+GROUP = {
+    Status.FAIL.value: "fail", Status.ERROR.value: "fail", Status.XPASS.value: "fail", Status.XFAIL.value: "fail",
+    FAILED: "fail", Status.SKIP.value: "gap", Status.BLOCKED.value: "gap", NOT_EXERCISED: "gap", "NOT_RUN": "gap",
+    Status.PASS.value: "pass", Status.WARN.value: "pass", PASSED: "pass", EXCLUDED: "other", NOT_APPLICABLE: "other",
+}
+FILTERS = (("all", "All"), ("fail", "Failures"), ("gap", "Not exercised"), ("pass", "Passed"), ("other", "Excluded"))
+_ATTENTION = (Status.FAIL, Status.ERROR, Status.XPASS, Status.XFAIL, Status.WARN)  # listed first, with evidence
+_EVIDENCE_CHARS = 4000
+_COLOURS = {"fail": "#c62828", "gap": "#f9a825", "pass": "#2e7d32", "other": "#9e9e9e"}
+_VERDICT_COLOURS = {0: "#2e7d32", 1: "#c62828", 3: "#616161", 4: "#ef6c00", 5: "#f9a825"}
+
+_STYLE = """
+body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#212121;background:#fafafa}
+main{padding:0 2em 3em}
+.banner{color:#fff;padding:1.2em 2em}
+.banner h1{margin:0 0 .4em;font-size:1.5em}
+.banner dl{display:grid;grid-template-columns:max-content 1fr;gap:.15em 1.2em;margin:0}
+.banner dt{font-weight:600;opacity:.85}.banner dd{margin:0;word-break:break-all}
+h2{margin:1.4em 0 .4em;border-bottom:2px solid #ddd}
+.controls{position:sticky;top:0;background:#fafafa;padding:.6em 0;z-index:1;border-bottom:1px solid #ddd}
+.controls button{font:inherit;padding:.3em .9em;margin-right:.3em;border:1px solid #888;border-radius:1em;
+background:#fff;cursor:pointer}
+.controls button[aria-pressed=true]{background:#333;color:#fff}
+.controls input{font:inherit;padding:.3em .6em;width:22em;margin-left:1em}
+table{border-collapse:collapse;width:100%;background:#fff}
+td,th{border:1px solid #ddd;padding:3px 6px;vertical-align:top;text-align:left}
+th{background:#eee}
+.st{font-weight:700;white-space:nowrap}
+.g-fail .st{color:#c62828}.g-gap .st{color:#a66f00}.g-pass .st{color:#2e7d32}.g-other .st{color:#757575}
+.finding{background:#fff;border:1px solid #e0a0a0;border-left:6px solid #c62828;padding:.6em 1em;margin:.8em 0}
+.finding h3{margin:0 0 .3em;font-size:1.05em}
+pre,code{font:12px/1.4 ui-monospace,monospace}
+pre{background:#f4f4f4;padding:.5em;overflow:auto;max-height:20em;white-space:pre-wrap}
+.repro{display:block;background:#263238;color:#eceff1;padding:.5em;white-space:pre-wrap;word-break:break-all}
+.breaks{font-weight:700;color:#c62828}
+details.section{margin:.6em 0}details.section>summary{font-weight:600;cursor:pointer;padding:.2em 0}
+body[data-filter=fail] [data-group]:not([data-group=fail]),
+body[data-filter=gap] [data-group]:not([data-group=gap]),
+body[data-filter=pass] [data-group]:not([data-group=pass]),
+body[data-filter=other] [data-group]:not([data-group=other]){display:none}
+.unmatched{display:none!important}
+"""
+
+_SCRIPT = """
+(function(){
+  var body=document.body, search=document.getElementById('search');
+  function refresh(){
+    var q=search.value.trim().toLowerCase();
+    document.querySelectorAll('[data-group]').forEach(function(el){
+      el.classList.toggle('unmatched', q!=='' && el.textContent.toLowerCase().indexOf(q)<0);
+    });
+    document.querySelectorAll('details.section').forEach(function(sec){
+      var shown=Array.prototype.some.call(sec.querySelectorAll('tr[data-group]'),function(tr){
+        return getComputedStyle(tr).display!=='none';});
+      sec.style.display=shown?'':'none';
+    });
+  }
+  function choose(name){
+    body.dataset.filter=name;
+    document.querySelectorAll('.controls button').forEach(function(b){
+      b.setAttribute('aria-pressed', String(b.dataset.filter===name));});
+    refresh();
+  }
+  document.querySelectorAll('.controls button').forEach(function(b){
+    b.addEventListener('click',function(){choose(b.dataset.filter);});});
+  document.querySelectorAll('a.jump').forEach(function(a){
+    a.addEventListener('click',function(){search.value='';choose('all');});});
+  search.addEventListener('input',refresh);
+  choose('all');
+})();
+"""
+
+
+def _anchor(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")
+
+
+def _check_anchor(check_id: str) -> str:
+    return "check-" + _anchor(check_id)
+
+
+def _result_anchor(result: Result) -> str:
+    return "result-" + _anchor(result.label)
+
+
+def _req_link(rid: str, *, breaks: bool = False) -> str:
+    cls = "jump breaks" if breaks else "jump"
+    return f"<a class='{cls}' href='#req-{escape(rid)}'>{escape(rid)}</a>"
+
+
+def _banner(run: Run, code: int) -> str:
+    eras = ", ".join(spoken_eras(run)) or "none"
+    refused = "; ".join(f"{era} refused: {why}" for era, why in run.unsupported_eras.items())
+    started, finished = _utc(run.started_at), _utc(run.finished_at)
+    facts = [
+        ("Contract", f"Engram memory over MCP {load().version} ({load().digest})"),
+        ("Level", f"{level_of(run)}" + (" (strict: unverified requirements scored too)" if run.strict else "")),
+        ("Eras", eras + (f" — {refused}" if refused else "")),
+        ("Transports", ", ".join(run.transports)),
+        ("Profile", _profile_label(run).replace("`", "")),
+        ("Target", run.target.label),
+        ("Server", run.server_identity or "did not name itself"),
+        ("Date", f"{started}" + (f" to {finished}" if finished else "") + " UTC"),
+        ("Seed", f"{run.seed} ({run.examples} generated cases per tool and mode)" + ("; deep" if run.deep else "")),
+        ("Harness", run.harness_version),
+    ]
+    if run.select:
+        facts.append(("Selection", ", ".join(run.select) + " (a partial run, never a certificate)"))
+    if run.unreachable:
+        facts.append(("Not judged", run.unreachable))
+    rows = "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in facts)
+    colour = _VERDICT_COLOURS.get(code, "#616161")
+    return (f"<header class='banner' id='verdict' style='background:{colour}'>"
+            f"<h1>{escape(verdict_line(run, code))}</h1><dl>{rows}</dl></header>")
+
+
+def _bar(y: int, label: str, parts: list[tuple[str, str, int]]) -> str:
+    """One stacked horizontal bar: (group, text, count) per segment, with its legend beneath."""
+    total = sum(n for _, _, n in parts) or 1
+    x, width, out = 0.0, 480.0, [f"<text x='0' y='{y - 6}' font-weight='600'>{escape(label)}</text>"]
+    for group, text, n in parts:
+        if n:
+            w = width * n / total
+            out.append(f"<rect x='{x:.1f}' y='{y}' width='{w:.1f}' height='18' fill='{_COLOURS[group]}'>"
+                       f"<title>{escape(text)}: {n}</title></rect>")
+            x += w
+    legend = " · ".join(f"{text} {n}" for _, text, n in parts)
+    out.append(f"<text x='0' y='{y + 34}'>{escape(legend)}</text>")
+    return "".join(out)
+
+
+def _chart(run: Run, verdicts: dict[str, dict[str, Any]]) -> str:
+    t = tally(_must(verdicts))
+    checks = counts(run)
+    check_parts = [(GROUP[s.value], s.value, checks.get(s.value, 0)) for s in SEVERITY if checks.get(s.value)]
+    musts = [("pass", "passed", t["passed"]), ("fail", "failed", t["failed"]),
+             ("gap", "not exercised", t["not_exercised"]), ("other", "excluded", t["excluded"])]
+    return ("<svg role='img' aria-label='summary chart' width='520' height='130' viewBox='0 0 520 130' "
+            "xmlns='http://www.w3.org/2000/svg' font-size='12' font-family='sans-serif'>"
+            + _bar(20, f"Scored MUST requirements ({t['total']})", musts)
+            + _bar(82, f"Check results ({sum(checks.values())})", check_parts or [("other", "none", 0)])
+            + "</svg>")
+
+
+def _controls() -> str:
+    buttons = "".join(f"<button type='button' data-filter='{key}'>{escape(text)}</button>" for key, text in FILTERS)
+    return (f"<div class='controls' role='toolbar'>Show: {buttons}"
+            "<input id='search' type='search' placeholder='Search requirements and checks' "
+            "aria-label='search'></div>")
+
+
+def _evidence(result: Result) -> str:
+    text = json.dumps(redact(result.evidence), ensure_ascii=False, indent=1, sort_keys=True, default=str)
+    if len(text) > _EVIDENCE_CHARS:
+        text = text[:_EVIDENCE_CHARS] + f"\n… [{len(text)} characters; report.jsonl has it all]"
+    return text
+
+
+def _finding(run: Run, result: Result) -> str:
+    hit = blamed(result)
+    entries = catalog()
+    breaks = "".join(f"<li>{_req_link(rid, breaks=True)} ({escape(entries[rid]['level'])}): "
+                     f"{escape(entries[rid]['summary'])}</li>" for rid in hit if rid in entries)
+    others = [rid for rid in result.requirements if rid not in hit]
+    case = f" — case <code>{escape(result.case)}</code>" if result.case else ""
+    return (
+        f"<article class='finding' data-group='{GROUP[result.status.value]}' id='finding-{escape(_anchor(result.label))}'>"
+        f"<h3><span class='st'>{escape(result.status.value)}</span> "
+        f"<a class='jump' href='#{_result_anchor(result)}'>{escape(result.check_id)}</a>"
+        f"{' in the ' + escape(result.era) + ' era' if result.era else ''}{case}</h3>"
+        f"<p class='message'>{escape(result.message.splitlines()[0] if result.message else result.status.value)}</p>"
+        + (f"<p>Breaks:</p><ul>{breaks}</ul>" if breaks else "")
+        + (f"<p>Also covered by this check, not broken by its failing cases: "
+           f"{', '.join(_req_link(r) for r in others)}</p>" if others and hit else "")
+        + f"<p>Reproduce:</p><code class='repro'>{escape(reproduction(run, result))}</code>"
+        f"<details open><summary>Evidence</summary><pre>{escape(_evidence(result))}</pre></details></article>"
+    )
+
+
+def _sections(run: Run, verdicts: dict[str, dict[str, Any]]) -> str:
+    checks_of: dict[str, list[str]] = {}
+    for result in run.results:
+        for rid in result.requirements:
+            if result.check_id not in checks_of.setdefault(rid, []):
+                checks_of[rid].append(result.check_id)
+    by_section: dict[str, list[str]] = {}
+    for rid, entry in catalog().items():
+        by_section.setdefault(entry["section"], []).append(rid)
+    out = []
+    for section, ids in by_section.items():
+        rows = []
+        for rid in ids:
+            v, entry = verdicts[rid], catalog()[rid]
+            group = GROUP.get(v["outcome"], "other")
+            links = ", ".join(f"<a class='jump' href='#{_check_anchor(c)}'>{escape(c)}</a>"
+                              for c in checks_of.get(rid, [])) or "no check ran"
+            why = "; ".join(f"{g['era']}: {g['reason']} → {g['unlock']}" for g in v["not_exercised"])
+            source = entry["source"] + ("" if v["scored"] else " (not scored)")
+            rows.append(
+                f"<tr class='g-{group}' data-group='{group}' id='req-{escape(rid)}'><td>{escape(rid)}</td>"
+                f"<td>{escape(entry['summary'])}" + (f"<br><small>{escape(why)}</small>" if why else "") + "</td>"
+                f"<td>{escape(entry['level'])}</td><td>{escape(source)}</td>"
+                f"<td class='st'>{escape(v['outcome'])}</td><td>{links}</td></tr>")
+        tallied = Counter(verdicts[rid]["outcome"] for rid in ids)
+        summary = ", ".join(f"{n} {k.lower().replace('_', ' ')}" for k, n in sorted(tallied.items()))
+        out.append(f"<details class='section' open><summary>{escape(section)} — {escape(summary)}</summary>"
+                   "<table><tr><th>Requirement</th><th>Text</th><th>Level</th><th>Source</th><th>Outcome</th>"
+                   f"<th>Checks</th></tr>{''.join(rows)}</table></details>")
+    return "".join(out)
+
+
+def _checks(results: list[Result]) -> str:
+    rows, anchored = [], set()
+    for result in sorted(results, key=lambda r: (r.check_id, r.era or "", r.case or "")):
+        group = GROUP[result.status.value]
+        hit = set(blamed(result))
+        first = result.check_id not in anchored
+        anchored.add(result.check_id)
+        reqs = " ".join(_req_link(rid, breaks=rid in hit) for rid in result.requirements)
+        anchor = f"<a id='{_check_anchor(result.check_id)}'></a>" if first else ""
+        rows.append(
+            f"<tr class='g-{group}' data-group='{group}' id='{_result_anchor(result)}'>"
+            f"<td>{anchor}{escape(result.check_id)}</td><td>{escape(result.case or '')}</td>"
+            f"<td>{escape(result.era or 'all')}</td><td class='st'>{escape(result.status.value)}</td>"
+            f"<td>{reqs}</td><td>{escape(result.message.splitlines()[0] if result.message else '')}</td></tr>")
+    return ("<table><tr><th>Check</th><th>Case</th><th>Era</th><th>Status</th><th>Requirements "
+            f"(<span class='breaks'>broken</span>)</th><th>Message</th></tr>{''.join(rows)}</table>")
+
+
+def html_report(run: Run, verdicts: dict[str, dict[str, Any]], code: int) -> str:
+    attention = sorted((r for r in run.results if r.status in _ATTENTION),
+                       key=lambda r: (SEVERITY.index(r.status), r.check_id, r.era or "", r.case or ""))
+    findings = "".join(_finding(run, r) for r in attention)
+    notes = "".join(f"<li>{escape(note)}</li>" for note in run.notes)
+    return (
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; style-src 'unsafe-inline'; "
+        "script-src 'unsafe-inline'; img-src data:\">"
+        f"<title>Engram memory over MCP {escape(load().version)} — conformance report</title>"
+        f"<style>{_STYLE}</style></head><body data-filter='all'>"
+        + _banner(run, code)
+        + "<main>"
+        + f"<h2>Summary</h2>{_chart(run, verdicts)}"
+        + (f"<ul class='notes'>{notes}</ul>" if notes else "")
+        + _controls()
+        + (f"<h2 id='failures'>Failures ({len(attention)})</h2>{findings}" if attention else "")
+        + f"<h2 id='requirements'>Requirements by contract section</h2>{_sections(run, verdicts)}"
+        + f"<h2 id='checks'>Check results ({len(run.results)})</h2>{_checks(run.results)}"
+        + f"</main><script>{_SCRIPT}</script></body></html>\n"
+    )
