@@ -15,23 +15,22 @@ conformant*. A ``--select`` run is partial: at best incomplete, never certified.
 
 from __future__ import annotations
 
-import html
 import json
 import re
-import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engram_mcp.conformance._checks import SOURCES_SCORED, Status, worst
+from engram_mcp.conformance._findings import blamed, spared
 from engram_mcp.conformance._profile import NEEDS_PROFILE
 from engram_mcp.contract import load
 
 if TYPE_CHECKING:
     from engram_mcp.conformance._run import Run
 
-HARNESS_VERSION = "0.2.0"
 _SECRET_KEYS = re.compile(r"binding|token|authorization|_meta|requeststate|request_state|key$", re.I)
 MUST_LEVELS = ("MUST", "MUST NOT")
 # What a requirement's checks concluded, over every era of the run.
@@ -90,12 +89,15 @@ def _seen_by_requirement(run: Run) -> dict[str, list[_Seen]]:
     seen: dict[str, list[_Seen]] = defaultdict(list)
     for result in run.results:
         pins = result.pins
+        untouched = spared(result)  # covered by a failing check, but none of its failing cases broke their rules
         for rid in dict.fromkeys([*result.requirements, *pins]):
             if rid in pins:
                 status = Status.FAIL if pins[rid] else Status.PASS
                 if status is Status.FAIL and result.status is Status.XFAIL:
                     status = Status.XFAIL
                 message = "; ".join(pins[rid])
+            elif rid in untouched:
+                status, message = Status.PASS, "the check's failing cases broke other requirements' rules"
             else:
                 status, message = result.status, result.message
             seen[rid].append(_Seen(result.check_id, result.era, status, message,
@@ -299,30 +301,53 @@ def _profile_label(run: Run) -> str:
     if profile is not None and not profile.given:
         return "none (only what needs no host identity was run)"
     path = profile.path if profile is not None else None
-    return f"`{path.name}`" if path is not None else "as given to the run"
+    named = f"`{path.name}`" if path is not None else "as given to the run"
+    return named + (f" (`{run.profile_digest}`)" if run.profile_digest else "")
+
+
+def _utc(moment: datetime | None) -> str | None:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if moment is not None else None
+
+
+def identity(run: Run) -> dict[str, Any]:
+    """Who and what was certified, when, under which profile and selection: the same in every report."""
+    return {
+        "harness_version": run.harness_version, "contract": load().version, "contract_digest": load().digest,
+        "target": run.target.label, "transport": run.target.kind, "transports": list(run.transports),
+        "server_info": {era: {"name": info.name, "version": info.version, "title": info.title}
+                        for era, info in run.server_info.items()},
+        "server_identity": run.server_identity,
+        "profile": str(run.profile.path) if run.profile is not None and run.profile.path is not None else None,
+        "profile_digest": run.profile_digest, "select": list(run.select),
+        "started_at": _utc(run.started_at), "finished_at": _utc(run.finished_at),
+    }
 
 
 def write_reports(run: Run, directory: Path) -> None:
+    from engram_mcp.conformance._html import html_report
+    from engram_mcp.conformance._junit import junit_report
+
     directory.mkdir(parents=True, exist_ok=True)
     verdicts = requirement_verdicts(run)
     code = exit_code(run)
     header = {
-        "type": "header", "harness_version": HARNESS_VERSION, "contract": load().version,
-        "contract_digest": load().digest, "target": run.target.label, "transport": run.target.kind,
+        "type": "header", **identity(run),
         "eras": list(run.eras), "level": level_of(run), "deep": run.deep,
         "partial": run.selected, "seed": run.seed,
         "examples": run.examples, "strict": run.strict, "unsupported_eras": run.unsupported_eras,
-        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(run.started)),
+        "started": _utc(run.started_at),
     }
     lines = [header]
     for r in run.results:
-        line = {"type": "check", "check": r.check_id, "era": r.era, "status": r.status.value,
-                "requirements": list(r.requirements), "message": r.message, "duration": round(r.duration, 4),
-                "evidence": redact(r.evidence)}
+        line = {"type": "check", "check": r.check_id, "era": r.era, "case": r.case, "label": r.label,
+                "status": r.status.value, "requirements": list(r.requirements), "message": r.message,
+                "duration": round(r.duration, 4), "evidence": redact(r.evidence)}
         if r.not_applicable:
             line["not_applicable"] = True
         if r.pins:
             line["pins"] = {rid: ("FAIL: " + "; ".join(m)) if m else "PASS" for rid, m in r.pins.items()}
+        if blamed(r):
+            line["blamed"] = list(blamed(r))
         lines.append(line)
     scored = _must(verdicts)
     footer = {"type": "footer", "exit_code": code, "verdict": verdict_line(run, code), "unreachable": run.unreachable,
@@ -339,7 +364,8 @@ def write_reports(run: Run, directory: Path) -> None:
         certificate_file.write_text(document, encoding="utf-8")
     elif certificate_file.exists():
         certificate_file.unlink()  # an earlier run's certificate must not outlive this verdict
-    (directory / "report.html").write_text(html_report(run, verdicts), encoding="utf-8")
+    (directory / "report.html").write_text(html_report(run, verdicts, code), encoding="utf-8")
+    (directory / "junit.xml").write_bytes(junit_report(run, code))
     (directory / "badge.json").write_text(json.dumps(badge(run)) + "\n", encoding="utf-8")
 
 
@@ -363,7 +389,8 @@ def _rows(verdicts: dict[str, dict[str, Any]]) -> str:
 def markdown_report(run: Run, verdicts: dict[str, dict[str, Any]], code: int) -> str:
     level = level_of(run)
     baselined = any(r.status is Status.XFAIL for r in run.results)
-    if code == 0 and not baselined:
+    certified = code == 0 and not baselined
+    if certified:
         title = f"Certificate of conformance — contract {load().version}, {level} level"
     elif run.selected:
         title = "Partial conformance report (--select) — not a certificate"
@@ -375,16 +402,25 @@ def markdown_report(run: Run, verdicts: dict[str, dict[str, Any]], code: int) ->
     pins = {rid: v for rid, v in verdicts.items() if v["source"] == "profile" and not v["scored"]}
     gaps = "\n".join(f"- {reason} → {unlock}: {', '.join(ids)}" for reason, unlock, ids in _grouped_gaps(_must(verdicts)))
     table_head = "| Requirement | Level | Source | Contract status | Outcome | Worst check |\n|---|---|---|---|---|---|\n"
+    started, finished = _utc(run.started_at), _utc(run.finished_at)
+    from engram_mcp.conformance._certificate import ATTESTATION_FILE as signed  # it reads this module
+
     return (
         f"# {title}\n\n"
         f"- Contract: Engram memory over MCP {load().version} (`{load().digest}`)\n"
         f"- Level: {level} — scores {', '.join(sorted(SOURCES_SCORED[level]))} requirements\n"
-        f"- Target: `{run.target.label}` (transport: {run.target.kind})\n"
+        f"- Target: `{run.target.label}` (transport: {', '.join(run.transports)})\n"
+        f"- Server identity: {run.server_identity or 'not given by the target'}\n"
         f"- Eras exercised: {', '.join(spoken_eras(run)) or 'none'} (asked: {', '.join(run.eras)})\n"
         f"- Profile: {_profile_label(run)}\n"
-        f"- Deep mode: {'yes' if run.deep else 'no'}; seed: {run.seed}; harness: {HARNESS_VERSION}\n"
-        f"- Exit code: {code}\n\n"
-        + "```\n" + "\n".join(summary_lines(run)[1:]) + "\n```\n\n"
+        f"- Date: {started}" + (f" to {finished}" if finished else "") + " (UTC)\n"
+        + (f"- Selection: {', '.join(f'`{s}`' for s in run.select)}\n" if run.select else "")
+        + f"- Deep mode: {'yes' if run.deep else 'no'}; seed: {run.seed}; harness: {run.harness_version}\n"
+        f"- Exit code: {code}\n"
+        + (f"- Signed attestation: `{signed}` beside this file when the run was signed "
+           f"(`--sign-key`); check it with `conformance verify-certificate {signed} --key PUBLIC "
+           "--report report.jsonl`. This text alone proves nothing: anyone can edit it.\n" if certified else "")
+        + "\n```\n" + "\n".join(summary_lines(run)[1:]) + "\n```\n\n"
         "Requirements marked unverified by the contract are reported, not scored"
         + (" (scored here: --strict)" if run.strict else "") + ".\n\n"
         + (f"## Scored MUSTs not exercised\n\n{gaps}\n\n" if gaps else "")
@@ -392,35 +428,4 @@ def markdown_report(run: Run, verdicts: dict[str, dict[str, Any]], code: int) ->
         + (f"## Profile pins (this project's choices; not scored at the contract level)\n\n{table_head}{_rows(pins)}\n\n" if pins else "")
         + "## Other requirements (unverified or not scored)\n\n" + table_head
         + _rows({rid: v for rid, v in verdicts.items() if rid not in scored and rid not in pins}) + "\n"
-    )
-
-
-def html_report(run: Run, verdicts: dict[str, dict[str, Any]]) -> str:
-    esc = html.escape
-    check_rows = "".join(
-        f"<tr class='{esc(r.status.value)}'><td>{esc(r.check_id)}</td><td>{esc(r.era or '')}</td><td>{esc(r.status.value)}</td>"
-        f"<td>{esc(' '.join(r.requirements))}</td><td>{esc(r.message)}</td></tr>" for r in run.results
-    )
-
-    def req_rows(selected: dict[str, dict[str, Any]]) -> str:
-        return "".join(
-            f"<tr class='{esc(v['verdict'])}'><td>{esc(rid)}</td><td>{esc(v['level'])}</td><td>{esc(v['source'])}</td>"
-            f"<td>{esc(v['status'])}</td><td>{esc(v['outcome'])}</td><td>{esc(v['verdict'])}</td>"
-            f"<td>{esc('; '.join(g['era'] + ': ' + g['reason'] for g in v['not_exercised']))}</td></tr>"
-            for rid, v in sorted(selected.items()))
-
-    head = ("<tr><th>id</th><th>level</th><th>source</th><th>contract status</th><th>outcome</th><th>worst check</th>"
-            "<th>not exercised because</th></tr>")
-    scored = {rid: v for rid, v in verdicts.items() if v["scored"]}
-    pins = {rid: v for rid, v in verdicts.items() if v["source"] == "profile" and not v["scored"]}
-    summary = "<br>".join(esc(line) for line in summary_lines(run) if line)
-    return (
-        "<!doctype html><html><head><meta charset='utf-8'><title>Engram MCP conformance</title><style>"
-        "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px}"
-        ".FAIL,.ERROR,.XPASS{background:#fdd}.WARN,.BLOCKED,.SKIP{background:#ffd}.PASS{background:#dfd}</style></head><body>"
-        f"<h1>Engram memory over MCP {esc(load().version)}</h1><p>{summary}</p>"
-        f"<h2>Scored requirements ({esc(level_of(run))} level)</h2><table>{head}{req_rows(scored)}</table>"
-        + (f"<h2>Profile pins (not scored at this level)</h2><table>{head}{req_rows(pins)}</table>" if pins else "")
-        + f"<h2>Checks</h2><table><tr><th>check</th><th>era</th><th>status</th><th>requirements</th><th>message</th></tr>{check_rows}</table>"
-        "</body></html>\n"
     )
