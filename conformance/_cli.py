@@ -5,20 +5,39 @@
     conformance --target reference                            the bundled reference server
     conformance list                                          requirements, checks and coverage
     conformance explain ID                                    one requirement or check
+    conformance keygen FILE                                   an Ed25519 key pair for --sign-key
+    conformance verify-certificate FILE --key PUBLIC          check a signed certificate
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
 import shlex
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+from engram_mcp.conformance._certificate import (
+    ATTESTATION_FILE,
+    Attested,
+    CertificateError,
+    describe,
+    predicate_of,
+    signer_from_file,
+    verifier_from_file,
+    verify,
+    write_attestation,
+)
+from engram_mcp.conformance._dsse import keyid_of, load_public_key, new_key_pair
+from engram_mcp.conformance._run import Run, harness_version
 from engram_mcp.contract import load
 
-EXIT_USAGE = 2
+EXIT_USAGE, EXIT_ENVIRONMENT = 2, 3
 EPILOG = """exit codes:
   0  conformant: every scored MUST of the level was exercised and passed in every era the target speaks
      (with --expected-failures: no failure beyond the baseline)
@@ -28,7 +47,15 @@ EPILOG = """exit codes:
   4  stale baseline: an expected failure now passes
   5  incomplete: a scored MUST was left SKIP, BLOCKED or not run (every --select run is at best incomplete)
 
-subcommands: 'conformance list', 'conformance explain ID'."""
+subcommands: 'conformance list', 'conformance explain ID', 'conformance keygen FILE',
+'conformance verify-certificate FILE --key PUBLIC [--report report.jsonl]'."""
+VERIFY_EPILOG = """exit codes:
+  0  authentic, and it certifies a conformant run
+  1  not verified: no signature verifies with the key, the statement is not a conformance run's,
+     or the report does not match the attested digest
+  2  usage error (a file cannot be read, a key is not an Ed25519 PEM key)
+  6  authentic, but the attested run is not conformant (its verdict is printed)"""
+EXIT_NOT_VERIFIED, EXIT_NOT_CONFORMANT = 1, 6
 SUITE = Path(__file__).resolve().parent / "suite"
 
 
@@ -36,8 +63,8 @@ def _run_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="conformance", description=__doc__.splitlines()[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
     parser.add_argument("--target", required=True, help="stdio:CMD, an http(s):// URL, or reference")
-    parser.add_argument("--profile", type=Path, help="the target's host profile (spec/profile.md); without one only the "
-                        "checks that need no host identity run (the reference's is generated)")
+    parser.add_argument("--profile", type=Path, help="the target's host profile (spec/profile.md); without one only "
+                        "the checks that need no host identity run (the reference's is generated)")
     parser.add_argument("--era", choices=["legacy", "modern", "both"], default="both")
     parser.add_argument("--select", action="append", default=[], help="check or requirement id prefix (repeatable)")
     parser.add_argument("--seed", type=int, default=0)
@@ -52,7 +79,17 @@ def _run_parser() -> argparse.ArgumentParser:
     parser.add_argument("--deep", action="store_true",
                         help="also run the checks that wait long (a confirmation TTL over 10 s, expiry windows)")
     parser.add_argument("-v", "--verbose", action="store_true", help="one line per check")
+    parser.add_argument("--format", choices=["text", "json"], default="text",
+                        help="json: print only the summary as one JSON object on stdout (the console goes to stderr)")
+    parser.add_argument("--sign-key", type=Path, metavar="KEY",
+                        help=f"Ed25519 private key (PEM): sign the run as an in-toto attestation, "
+                             f"REPORT_DIR/{ATTESTATION_FILE} (needs --report-dir)")
+    parser.add_argument("--version", action="version", version=version_line())
     return parser
+
+
+def version_line() -> str:
+    return f"conformance {harness_version()} (contract {load().version})"
 
 
 def _reference_target(workdir: Path) -> tuple[str, Path]:
@@ -64,41 +101,104 @@ def _reference_target(workdir: Path) -> tuple[str, Path]:
     return "stdio:" + shlex.join(command), workdir / "conformance-profile.toml"
 
 
-def run(argv: list[str]) -> int:
-    import pytest
+@contextlib.contextmanager
+def _stdout_to_stderr(active: bool) -> Iterator[None]:
+    """Send everything written to stdout (pytest, the console, any library) to stderr, at the descriptor."""
+    if not active:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
-    args = _run_parser().parse_args(argv)
+
+def summary_json(run: Run | None, code: int, attestation: Path | None) -> dict[str, Any]:
+    """The run's summary for scripts: the verdict, the level, the exit code and the counts."""
+    if run is None:
+        return {"exit_code": code, "verdict": None, "conformant": False,
+                "error": "the run was not judged (a usage or harness error; stderr says which)"}
+    predicate = predicate_of(run)
+    verdict = predicate["verdict"]
+    return {
+        "exit_code": code, "verdict": verdict["summary"], "conformant": verdict["conformant"],
+        "level": run.level, "contract": load().version, "harness_version": run.harness_version,
+        "target": run.target.label, "server": run.server_identity, "eras": predicate["eras"]["spoken"],
+        "transports": predicate["transports"], "seed": run.seed, "selection": list(run.select),
+        "unreachable": run.unreachable, "counts": verdict["checks"], "scored_musts": verdict["scoredMusts"],
+        "report_dir": str(run.report_dir) if run.report_dir else None,
+        "attestation": str(attestation) if attestation else None,
+    }
+
+
+def _pytest_options(args: argparse.Namespace, target: str, profile: Path | None) -> list[str]:
+    """The plugin's options for this run (run_suite adds the pytest plumbing)."""
+    options = [
+        "--target", target, "--era", args.era,
+        "--seed", str(args.seed), "--examples", str(args.examples), "--call-timeout", str(args.call_timeout),
+        "--level", args.level,
+    ]
+    if profile is not None:
+        options += ["--profile", str(profile)]
+    for selected in args.select:
+        options += ["--select", selected]
+    if args.strict:
+        options.append("--score-unverified")
+    if args.deep:
+        options.append("--deep")
+    if args.expected_failures:
+        options += ["--expected-failures", str(args.expected_failures)]
+    if args.report_dir:
+        options += ["--report-dir", str(args.report_dir), f"--junitxml={args.report_dir / 'junit.xml'}",
+                    "-o", "junit_family=xunit1", "-o", "junit_suite_name=engram-mcp-conformance"]
+    return options
+
+
+def _judge(args: argparse.Namespace) -> tuple[int, Run | None]:
+    """Run the suite; the exit code the plugin judged, and the run (None when pytest stopped before judging)."""
+    from engram_mcp.conformance.plugin import run_suite
+
     with tempfile.TemporaryDirectory(prefix="engram-conformance-") as scratch:
         target, profile = args.target, args.profile
         if target == "reference":
             target, generated = _reference_target(Path(scratch) / "reference")
             profile = profile or generated
-        options = [
-            str(SUITE), "-p", "engram_mcp.conformance._plugin", "-c", os.devnull, "--rootdir", str(SUITE),
-            "--import-mode=importlib", "-p", "no:cacheprovider", "-p", "no:randomly", "-q" if not args.verbose else "-v",
-            "-rN", "--no-header", "--tb=short", "-W", "ignore::pytest.PytestAssertRewriteWarning", "--target", target, "--era", args.era,
-            "--seed", str(args.seed), "--examples", str(args.examples), "--call-timeout", str(args.call_timeout),
-        ]
-        if profile is not None:
-            options += ["--profile", str(profile)]
-        for selected in args.select:
-            options += ["--select", selected]
-        if args.strict:
-            options.append("--score-unverified")
-        options += ["--level", args.level] + (["--deep"] if args.deep else [])
-        if args.expected_failures:
-            options += ["--expected-failures", str(args.expected_failures)]
-        if args.report_dir:
-            options += ["--report-dir", str(args.report_dir), f"--junitxml={args.report_dir / 'junit.xml'}",
-                        "-o", "junit_family=xunit1", "-o", "junit_suite_name=engram-mcp-conformance"]
-        from engram_mcp.conformance import _plugin
+        outcome = run_suite(_pytest_options(args, target, profile), verbose=args.verbose)
+    return outcome.exit_code, outcome.run if outcome.run is not None and outcome.run.exit_code is not None else None
 
-        _plugin.FINAL_EXIT = None
-        code = int(pytest.main(options))
-    if _plugin.FINAL_EXIT is not None:
-        return _plugin.FINAL_EXIT
-    # pytest stopped before the run was judged: its usage error, or an internal one.
-    return EXIT_USAGE if code == int(pytest.ExitCode.USAGE_ERROR) else 3
+
+def run(argv: list[str]) -> int:
+    parser = _run_parser()
+    args = parser.parse_args(argv)
+    signer = None
+    if args.sign_key is not None:
+        if args.report_dir is None:
+            parser.error("--sign-key signs report.jsonl: give --report-dir too")
+        try:
+            signer = signer_from_file(args.sign_key)  # a bad key is a usage error before a long run, not after
+        except CertificateError as problem:
+            print(f"conformance: {problem}", file=sys.stderr)
+            return EXIT_USAGE
+    if args.report_dir is not None:
+        # An earlier run's attestation must not sit beside this run's report.
+        (args.report_dir / ATTESTATION_FILE).unlink(missing_ok=True)
+    attestation = None
+    with _stdout_to_stderr(args.format == "json"):
+        code, finished = _judge(args)
+        if signer is not None and finished is not None:
+            attestation = write_attestation(finished, args.report_dir, signer)
+            print(f"signed: {attestation} (Ed25519, keyid {signer.keyid}); check it with "
+                  f"`conformance verify-certificate {attestation} --key PUBLIC.pem`")
+        elif signer is not None:
+            print("conformance: no attestation: the run was not judged", file=sys.stderr)
+    if args.format == "json":
+        print(json.dumps(summary_json(finished, code, attestation), ensure_ascii=False, sort_keys=True))
+    return code
 
 
 def list_command() -> int:
@@ -109,7 +209,8 @@ def list_command() -> int:
     print(f"{'requirement':<16} {'level':<10} {'source':<9} {'status':<12} coverage")
     for entry in catalog:
         covered = [c for c, reqs in checks.items() if entry["id"] in reqs]
-        coverage = ", ".join(covered) if covered else (f"excluded: {entry['exclusion']}" if entry.get("exclusion") else "UNCOVERED")
+        excluded = f"excluded: {entry['exclusion']}" if entry.get("exclusion") else "UNCOVERED"
+        coverage = ", ".join(covered) if covered else excluded
         print(f"{entry['id']:<16} {entry['level']:<10} {entry['source']:<9} {entry['status']:<12} {coverage}")
     print(f"\n{len(catalog)} requirements, {len(checks)} checks")
     return 0
@@ -145,18 +246,84 @@ def explain(identifier: str) -> int:
     return EXIT_USAGE
 
 
+def keygen(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="conformance keygen",
+                                     description="Write a new Ed25519 key pair: FILE (private, PKCS#8 PEM, mode 0600) "
+                                                 "for --sign-key and FILE.pub (public PEM) for verify-certificate.")
+    parser.add_argument("file", type=Path)
+    args = parser.parse_args(argv)
+    private_path, public_path = args.file, args.file.with_name(args.file.name + ".pub")
+    private, public = new_key_pair()
+    try:
+        # O_EXCL: never overwrite a key, and the private half is never readable by others, even briefly.
+        descriptor = os.open(private_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        print(f"conformance: {private_path} exists; keygen never overwrites a key", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as problem:
+        print(f"conformance: cannot write {private_path}: {problem.strerror}", file=sys.stderr)
+        return EXIT_USAGE
+    with os.fdopen(descriptor, "wb") as out:
+        out.write(private)
+    public_path.write_bytes(public)
+    print(f"private key: {private_path}\npublic key:  {public_path}\nkeyid:       {keyid_of(load_public_key(public))}")
+    return 0
+
+
+def verify_certificate(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="conformance verify-certificate",
+                                     description="Check a signed certificate (an in-toto attestation in a DSSE "
+                                                 "envelope) and print what it attests.",
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=VERIFY_EPILOG)
+    parser.add_argument("file", type=Path, help=f"the attestation, e.g. REPORT_DIR/{ATTESTATION_FILE}")
+    parser.add_argument("--key", type=Path, required=True, help="the signer's Ed25519 public key (PEM)")
+    parser.add_argument("--report", type=Path,
+                        help="the report.jsonl it attests (default: the one beside FILE, if any)")
+    args = parser.parse_args(argv)
+    try:
+        verifier = verifier_from_file(args.key)
+    except CertificateError as problem:
+        print(f"conformance: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    if not args.file.is_file():
+        print(f"conformance: no file {args.file}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        attested: Attested = verify(args.file, verifier, args.report)
+    except CertificateError as problem:
+        print(f"NOT VERIFIED: {problem}")
+        return EXIT_NOT_VERIFIED
+    for line in describe(attested):
+        print(line)
+    if not attested.conformant:
+        print("AUTHENTIC, BUT NOT A CERTIFICATE OF CONFORMANCE: the attested run is not conformant")
+        return EXIT_NOT_CONFORMANT
+    print("VERIFIED: a certificate of conformance")
+    return 0
+
+
+def _explain_command(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: conformance explain ID", file=sys.stderr)
+        return EXIT_USAGE
+    return explain(argv[0])
+
+
+SUBCOMMANDS = {
+    "list": lambda argv: list_command(),
+    "explain": _explain_command,
+    "keygen": keygen,
+    "verify-certificate": verify_certificate,
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        if argv[:1] == ["list"]:
-            return list_command()
-        if argv[:1] == ["explain"]:
-            if len(argv) != 2:
-                print("usage: conformance explain ID", file=sys.stderr)
-                return EXIT_USAGE
-            return explain(argv[1])
+        if argv[:1] and argv[0] in SUBCOMMANDS:
+            return SUBCOMMANDS[argv[0]](argv[1:])
         return run(argv)
-    except SystemExit as leaving:  # argparse's usage errors
+    except SystemExit as leaving:  # argparse's usage errors, and --help and --version
         return EXIT_USAGE if leaving.code not in (0, None) else 0
     except KeyboardInterrupt:
         return 130

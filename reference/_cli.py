@@ -18,6 +18,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="engram-reference",
         description="The reference MCP server for Engram memory over MCP, contract 1.0.0.",
     )
+    parser.add_argument("--version", action="version", version=_version_line())
     commands = parser.add_subparsers(dest="command", required=True)
     init = commands.add_parser("init", help="write server.toml, conformance-profile.toml and keys into DIR")
     init.add_argument("directory", type=Path)
@@ -28,6 +29,20 @@ def _parser() -> argparse.ArgumentParser:
     verify = commands.add_parser("verify", help="check the store's integrity and the journals' hash chains")
     verify.add_argument("--config", type=Path, required=True)
     return parser
+
+
+def _version_line() -> str:
+    from importlib import metadata
+
+    from engram_mcp.contract import CONTRACT_VERSION
+
+    # The distribution that installed this package, found by its import name rather than typed again.
+    names = metadata.packages_distributions().get(__name__.partition(".")[0], [])
+    try:
+        installed = metadata.version(names[0]) if names else "0+unknown"
+    except metadata.PackageNotFoundError:
+        installed = "0+unknown"
+    return f"engram-reference {installed} (contract {CONTRACT_VERSION})"
 
 
 def _address(text: str) -> tuple[str, int]:
@@ -63,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
             for erasure in findings.pending_erasures:
                 print(f"PENDING {erasure}")  # not a failure: the server finishes it once no reader pins the old bytes
             problems = findings.problems
-            print("store verified: integrity ok, journal chain ok, audit chain ok" if not problems else "store verification failed")
+            verified = "store verified: integrity ok, journal chain ok, audit chain ok"
+            print("store verification failed" if problems else verified)
             return EXIT_FAILED if problems else EXIT_OK
         from engram_mcp.reference._serve import serve_http, serve_stdio
 
