@@ -94,7 +94,7 @@ def version_line() -> str:
 
 def _reference_target(workdir: Path) -> tuple[str, Path]:
     """A fresh configuration of the bundled reference server, served over stdio."""
-    from engram_mcp.reference._init import write_configuration
+    from engram_mcp.reference.init import write_configuration
 
     write_configuration(workdir, seed="demo")
     command = [sys.executable, "-m", "engram_mcp.reference._cli", "serve", "--config", str(workdir / "server.toml")]
