@@ -84,7 +84,7 @@ def predicate_of(run: Run) -> dict[str, Any]:
         "target": {"label": run.target.label, "transport": run.target.kind,
                    "server": {era: {"name": info.name, "version": info.version}
                               for era, info in sorted(run.server_info.items())}},
-        "profile": {"given": bool(run.profile.given), "digest": _digest_set(run.profile_digest)},
+        "profile": {"given": bool(run.profile and run.profile.given), "digest": _digest_set(run.profile_digest)},
         "level": run.level,
         "strict": run.strict,
         "deep": run.deep,
@@ -194,7 +194,11 @@ def _subject_digest(statement: dict[str, Any]) -> str:
     raise CertificateError(f"the statement does not name {REPORT_FILE} as its subject")
 
 
-_REQUIRED = ("contract", "harness", "target", "profile", "level", "eras", "transports", "seed", "verdict")
+# What describe() and the report agreement read, with the JSON type each must have.
+_REQUIRED: dict[str, type | tuple[type, ...]] = {
+    "contract": dict, "harness": dict, "target": dict, "profile": dict, "level": str, "eras": dict,
+    "transports": list, "seed": int, "verdict": dict,
+}
 
 
 def _statement(body: bytes) -> dict[str, Any]:
@@ -208,12 +212,13 @@ def _statement(body: bytes) -> dict[str, Any]:
         raise CertificateError(f"the statement's predicate type is {statement.get('predicateType')!r}, "
                                f"not a conformance run ({PREDICATE_TYPE})")
     predicate = statement.get("predicate")
-    missing = [k for k in _REQUIRED if not isinstance(predicate, dict) or k not in predicate]
-    if missing:
-        raise CertificateError("the predicate lacks " + ", ".join(missing))
+    if not isinstance(predicate, dict):
+        raise CertificateError("the statement has no predicate object")
+    wrong = [key for key, kind in _REQUIRED.items() if not isinstance(predicate.get(key), kind)]
+    if wrong:
+        raise CertificateError("the predicate lacks, or mistypes, " + ", ".join(wrong))
     verdict = predicate["verdict"]
-    if not isinstance(verdict, dict) or not isinstance(verdict.get("conformant"), bool) \
-            or not isinstance(verdict.get("exitCode"), int):
+    if not isinstance(verdict.get("conformant"), bool) or not isinstance(verdict.get("exitCode"), int):
         raise CertificateError("the predicate's verdict is malformed")
     return statement
 
