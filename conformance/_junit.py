@@ -43,7 +43,7 @@ def _text(value: object) -> str:
 
 
 def _one_line(result: Result) -> str:
-    first = result.message.splitlines()[0] if result.message else ""
+    first = result.message.split("\n", 1)[0]
     return _text(first[:_MESSAGE_CHARS] or result.status.value)
 
 

@@ -1,0 +1,206 @@
+"""report.html as a person sees it, in headless Chromium: the banner, filters, search, and a failure's reproduction.
+
+The page is opened from disk by Debian's ``chromium`` through its ``chromedriver``
+(never a browser a tool downloads). Without them the browser tests skip with the
+reason, except in CI (``CI`` set), which installs both and must not skip.
+Set ``ENGRAM_REPORT_SCREENSHOT=DIR`` to keep the screenshot of the failing report.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from engram_mcp.conformance._checks import Status
+from engram_mcp.conformance._connect import parse_target
+from engram_mcp.conformance._findings import BROKEN_RULES
+from engram_mcp.conformance._report import write_reports
+from engram_mcp.conformance._run import Result, Run, ServerInfo
+from engram_mcp.conformance._profile import load_profile
+from engram_mcp.reference._init import write_configuration
+
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run", "--window-size=1280,1600")
+CROSS_REFERENCES = ("EMC-CAP-002", "EMC-CAP-007", "EMC-CAP-008", "EMC-CAP-010", "EMC-CAP-011")
+FAILING_MESSAGE = "2 of 40 cross-references cases for engram_memory_capture were answered wrongly in the legacy era"
+
+
+def failing_run(directory: Path) -> tuple[Run, Path]:
+    """A run of two eras: one family check fails on a rule only EMC-CAP-007 carries, a repeated check passes."""
+    write_configuration(directory / "init", seed="html")
+    profile = load_profile(directory / "init" / "conformance-profile.toml")
+    run = Run(target=parse_target("stdio:my-memory-server --store /srv/memory"), profile=profile, host=None,  # type: ignore[arg-type]
+              confirmer=None, eras=("legacy", "modern"), seed=7, examples=5, strict=False,  # type: ignore[arg-type]
+              baseline=frozenset(), report_dir=None, timeout=1.0,
+              started_at=datetime(2026, 11, 30, 9, 0, 0, tzinfo=UTC))
+    run.finished_at = datetime(2026, 11, 30, 9, 2, 30, tzinfo=UTC)
+    run.server_info = {"legacy": ServerInfo("my-memory-server", "2.1.0"), "modern": ServerInfo("my-memory-server", "2.1.0")}
+    run.results += [
+        Result("arguments.cross-references", CROSS_REFERENCES, "legacy", Status.FAIL, "n", 0.8, FAILING_MESSAGE,
+               {BROKEN_RULES: ["unique_citation_ids"], "sent": 40, "wrong": 2}, case="capture"),
+        Result("arguments.cross-references", CROSS_REFERENCES, "modern", Status.PASS, "n", 0.7, case="capture"),
+        *[Result("search.stale-cursor", ("EMC-SRCH-010",), era, Status.PASS, "n", 0.1, case=f"limit-{n}")
+          for era in run.eras for n in (1, 2)],
+        Result("search.limit", ("EMC-SRCH-003",), "modern", Status.SKIP, "n", 0.0, "the profile grants no search"),
+    ]
+    out = directory / "report"
+    write_reports(run, out)
+    return run, out / "report.html"
+
+
+def expected_reproduction(profile: Path) -> str:
+    return (f"conformance --target 'stdio:my-memory-server --store /srv/memory' --profile {profile} "
+            "--select arguments.cross-references --era legacy --seed 7 --examples 5")
+
+
+# -- what the file holds, without a browser -----------------------------------------------------------------
+
+
+def test_the_page_is_self_contained(tmp_path: Path) -> None:
+    _, page = failing_run(tmp_path)
+    text = page.read_text(encoding="utf-8")
+    assert "<link" not in text and " src=" not in text and "@import" not in text and "url(" not in text
+    # The SVG namespace is the one address the page names; nothing is fetched from it.
+    assert re.findall(r"https?://[^\s'\"<]+", text) == ["http://www.w3.org/2000/svg"]
+    assert "default-src 'none'" in text  # and the page's own policy forbids fetching anything
+
+
+def test_only_the_requirement_the_failing_case_breaks_is_blamed(tmp_path: Path) -> None:
+    run, page = failing_run(tmp_path)
+    footer = (page.parent / "report.jsonl").read_text(encoding="utf-8").splitlines()
+    import json
+
+    lines = [json.loads(line) for line in footer]
+    failing = next(line for line in lines if line.get("status") == "FAIL")
+    assert failing["blamed"] == ["EMC-CAP-007"] and failing["case"] == "capture"
+    verdicts = lines[-1]["requirements"]
+    assert verdicts["EMC-CAP-007"]["outcome"] == "FAILED"
+    assert all(verdicts[rid]["outcome"] != "FAILED" for rid in CROSS_REFERENCES if rid != "EMC-CAP-007")
+    header = lines[0]
+    assert header["server_identity"] == "my-memory-server 2.1.0" and header["profile_digest"].startswith("sha256:")
+    assert header["started_at"] == "2026-11-30T09:00:00Z" and header["finished_at"] == "2026-11-30T09:02:30Z"
+
+
+def test_a_failure_without_rule_evidence_blames_every_requirement_of_its_check(tmp_path: Path) -> None:
+    from engram_mcp.conformance._findings import blamed
+
+    plain = Result("arguments.cross-references", CROSS_REFERENCES, "legacy", Status.FAIL, "n", 0.1, "wrong")
+    assert blamed(plain) == CROSS_REFERENCES
+    unknown_rule = Result("arguments.cross-references", CROSS_REFERENCES, "legacy", Status.FAIL, "n", 0.1, "wrong",
+                          {BROKEN_RULES: ["no_such_rule"]})
+    assert blamed(unknown_rule) == CROSS_REFERENCES  # nothing matched: never blame nobody
+    assert blamed(Result("x.y", CROSS_REFERENCES, None, Status.PASS, "n", 0.1)) == ()
+
+
+# -- what a person sees --------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    missing = [path for path in (CHROMIUM, CHROMEDRIVER) if not shutil.which(path)]
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        missing.append("the selenium package (pip install '.[test]')")
+    if missing:
+        reason = "headless Chromium needs " + ", ".join(missing) + " (apt-get install -y chromium chromium-driver)"
+        if os.environ.get("CI"):
+            pytest.fail(reason + ": CI installs them, so CI never skips this")
+        pytest.skip(reason)
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (*FLAGS, f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
+        options.add_argument(flag)
+    # An explicit driver path: Selenium Manager (which would download one) is never consulted.
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture(scope="module")
+def failing_page(tmp_path_factory: pytest.TempPathFactory) -> tuple[Run, Path]:
+    return failing_run(tmp_path_factory.mktemp("html"))
+
+
+def _open(driver: object, page: Path) -> None:
+    driver.get(page.as_uri())  # type: ignore[attr-defined]
+
+
+def _rows(driver: object, status: str) -> list[object]:
+    from selenium.webdriver.common.by import By
+
+    return [row for row in driver.find_elements(By.CSS_SELECTOR, "#checks ~ table tr[data-group]")  # type: ignore[attr-defined]
+            if row.find_element(By.CSS_SELECTOR, "td.st").text == status]
+
+
+def test_the_banner_says_what_was_certified_where_and_when(browser: object, failing_page: tuple[Run, Path]) -> None:
+    from selenium.webdriver.common.by import By
+
+    run, page = failing_page
+    _open(browser, page)
+    banner = browser.find_element(By.ID, "verdict")  # type: ignore[attr-defined]
+    text = banner.text
+    assert banner.is_displayed() and text.startswith("VERDICT: not conformant (a MUST failed)")
+    for shown in ("contract", "legacy, modern", "stdio", "conformance-profile.toml", run.profile_digest or "?",
+                  "stdio:my-memory-server --store /srv/memory", "my-memory-server 2.1.0",
+                  "2026-11-30T09:00:00Z to 2026-11-30T09:02:30Z UTC", "Engram memory over MCP 1.0.0"):
+        assert shown in text, shown
+    chart = browser.find_element(By.CSS_SELECTOR, "svg[aria-label='summary chart']")  # type: ignore[attr-defined]
+    assert chart.is_displayed() and "failed 1" in chart.text
+
+
+def test_the_failures_filter_hides_passed_rows_and_search_narrows(browser: object,
+                                                                    failing_page: tuple[Run, Path]) -> None:
+    from selenium.webdriver.common.by import By
+
+    _, page = failing_page
+    _open(browser, page)
+    passed = _rows(browser, "PASS")
+    assert len(passed) == 5 and all(row.is_displayed() for row in passed)  # type: ignore[attr-defined]
+    browser.find_element(By.CSS_SELECTOR, "button[data-filter=fail]").click()  # type: ignore[attr-defined]
+    assert not any(row.is_displayed() for row in passed)  # type: ignore[attr-defined]
+    assert all(row.is_displayed() for row in _rows(browser, "FAIL"))  # type: ignore[attr-defined]
+    requirement = browser.find_element(By.ID, "req-EMC-CAP-007")  # type: ignore[attr-defined]
+    assert requirement.is_displayed() and "FAILED" in requirement.text
+    assert not browser.find_element(By.ID, "req-EMC-SRCH-010").is_displayed()  # type: ignore[attr-defined]
+    browser.find_element(By.CSS_SELECTOR, "button[data-filter=all]").click()  # type: ignore[attr-defined]
+    search = browser.find_element(By.ID, "search")  # type: ignore[attr-defined]
+    search.send_keys("stale-cursor")
+    shown = [row for row in browser.find_elements(By.CSS_SELECTOR, "#checks ~ table tr[data-group]")  # type: ignore[attr-defined]
+             if row.is_displayed()]
+    assert len(shown) == 4 and all("stale-cursor" in row.text for row in shown)
+    assert {row.find_elements(By.TAG_NAME, "td")[1].text for row in shown} == {"limit-1", "limit-2"}  # the case ids
+
+
+def test_a_failure_shows_its_evidence_its_blame_and_a_command_that_reproduces_it(
+        browser: object, failing_page: tuple[Run, Path]) -> None:
+    from selenium.webdriver.common.by import By
+
+    run, page = failing_page
+    _open(browser, page)
+    finding = browser.find_element(By.CSS_SELECTOR, "article.finding")  # type: ignore[attr-defined]
+    assert "arguments.cross-references in the legacy era — case capture" in finding.text
+    assert FAILING_MESSAGE in finding.text
+    assert finding.find_element(By.CSS_SELECTOR, "code.repro").text == expected_reproduction(run.profile.path)
+    broken = [a.text for a in finding.find_elements(By.CSS_SELECTOR, "ul a.breaks")]
+    assert broken == ["EMC-CAP-007"]
+    assert "unique_citation_ids" in finding.find_element(By.TAG_NAME, "pre").text
+    # The requirement links to its checks, and the link lands on a row that is there.
+    link = browser.find_element(By.CSS_SELECTOR, "#req-EMC-CAP-007 a.jump")  # type: ignore[attr-defined]
+    assert link.get_attribute("href").endswith("#check-arguments.cross-references")
+    browser.find_element(By.ID, "check-arguments.cross-references")  # type: ignore[attr-defined]
+    keep = os.environ.get("ENGRAM_REPORT_SCREENSHOT")
+    shot = Path(keep) if keep else page.parent
+    shot.mkdir(parents=True, exist_ok=True)
+    assert browser.save_screenshot(str(shot / "failing-report.png"))  # type: ignore[attr-defined]
+    assert (shot / "failing-report.png").stat().st_size > 10_000
