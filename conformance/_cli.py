@@ -154,8 +154,7 @@ def _pytest_options(args: argparse.Namespace, target: str, profile: Path | None)
     if args.expected_failures:
         options += ["--expected-failures", str(args.expected_failures)]
     if args.report_dir:
-        options += ["--report-dir", str(args.report_dir), f"--junitxml={args.report_dir / 'junit.xml'}",
-                    "-o", "junit_family=xunit1", "-o", "junit_suite_name=engram-mcp-conformance"]
+        options += ["--report-dir", str(args.report_dir)]  # junit.xml is one of the run's reports (_junit.py)
     return options
 
 
