@@ -1,31 +1,30 @@
-"""The pytest plugin that turns the suite into a conformance run.
+"""The pytest plugin that turns the suite into a conformance run: its hooks and fixtures.
 
-Load it with ``-p engram_mcp.conformance._plugin``; the ``conformance``
-command does. It adds the run's options, opens one connection per era after a
-preflight, gives checks a World, maps outcomes to statuses and writes the
-reports when the session ends.
+Load it with ``-p engram_mcp.conformance.plugin`` (the public name; the
+``pytest11`` entry point loads it too) or run ``conformance``, which calls
+``run_suite``. The hooks add the run's options, build the Run
+(``_run``), run the preflight (``_preflight``), give checks a World, turn each
+outcome into a status (``_status``) and judge and report the run when the
+session ends. The judged exit code is ``Run.exit_code``, returned by
+``run_suite`` as a value.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from engram_mcp.conformance._checks import Blocked, NotApplicable, Status, is_should_only, set_deep, take_pins
-from engram_mcp.conformance._connect import (
-    ERAS,
-    Connection,
-    EraUnsupported,
-    Target,
-    TargetUnreachable,
-    leaf_exceptions,
-    parse_target,
-)
-from engram_mcp.conformance._host import Confirmer, HostBinding, host_from_profile
+from engram_mcp.conformance._checks import Blocked, NotApplicable, Status, set_deep, take_pins
+from engram_mcp.conformance._connect import ERAS, parse_target
+from engram_mcp.conformance._host import host_from_profile
+from engram_mcp.conformance._preflight import preflight
 from engram_mcp.conformance._profile import Profile, ProfileError, load_profile
+from engram_mcp.conformance._report import exit_code, summary_lines, write_reports
 from engram_mcp.conformance._run import (  # re-exported: older imports read the model from here
     EXIT_CONFORMANT,
     EXIT_INCOMPLETE,
@@ -35,16 +34,67 @@ from engram_mcp.conformance._run import (  # re-exported: older imports read the
     EXIT_USAGE,
     Result,
     Run,
-    ServerInfo,
     utc_now,
 )
+from engram_mcp.conformance._status import apply_baseline, expected_to_fail, outcome_status, read_baseline
 from engram_mcp.conformance._world import Evidence, World
 
 __all__ = ["EXIT_CONFORMANT", "EXIT_INCOMPLETE", "EXIT_MUST_FAILED", "EXIT_STALE", "EXIT_UNREACHABLE", "EXIT_USAGE",
-           "Result", "Run", "run_of"]
+           "Outcome", "Result", "Run", "run_of", "run_suite"]
 
+SUITE = Path(__file__).resolve().parent / "suite"
+PUBLIC_NAME = "engram_mcp.conformance.plugin"  # also the pytest11 entry point's name, so -p finds it loaded
 _STATE = pytest.StashKey[Run]()
-FINAL_EXIT: int | None = None  # the judged exit code of the last run in this process (Run.exit_code is the value)
+
+
+# -- running the suite -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a run of the suite concluded: the judged exit code, and the run (None when pytest stopped first)."""
+
+    exit_code: int
+    run: Run | None
+
+
+class _Keep:
+    """Keeps the run of the session that pytest.main runs, so it can be returned."""
+
+    def __init__(self) -> None:
+        self.run: Run | None = None
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        self.run = run_of(session.config)
+
+
+def run_suite(options: Sequence[str], *, verbose: bool = False, quiet: bool = False) -> Outcome:
+    """Run the conformance suite in this process and return its verdict.
+
+    ``options`` are the run's own (``--target``, ``--profile``, ``--era``,
+    ``--select``, ``--report-dir``, ...); the pytest plumbing is added here.
+    The console speaks in checks (``_console``): one line per family, or a
+    live progress display on a terminal; ``verbose`` lists every check,
+    ``quiet`` prints nothing (for callers that print their own summary).
+    """
+    from engram_mcp.conformance._console import Console
+
+    keep = _Keep()
+    console = Console(verbose=verbose, quiet=quiet)
+    arguments = [
+        str(SUITE), "-p", PUBLIC_NAME, "-c", os.devnull, "--rootdir", str(SUITE), "--import-mode=importlib",
+        "-p", "no:cacheprovider", "-p", "no:randomly", "-q", "--no-header", "--tb=no",
+        "-W", "ignore::pytest.PytestAssertRewriteWarning", *options,
+    ]
+    try:
+        code = pytest.main(arguments, plugins=[keep, console])
+    finally:
+        console.close()
+    if keep.run is not None and keep.run.exit_code is not None:
+        return Outcome(keep.run.exit_code, keep.run)
+    # pytest stopped before the run was judged: its usage error, or an internal one.
+    return Outcome(EXIT_USAGE if code == pytest.ExitCode.USAGE_ERROR else EXIT_UNREACHABLE, keep.run)
 
 
 # -- options -------------------------------------------------------------------
@@ -57,11 +107,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                                       "that need no host identity run")
     group.addoption("--era", choices=["legacy", "modern", "both"], default="both",
                     help="MCP protocol eras to test: legacy (initialize, up to 2025-11-25), modern (2026-07-28)")
-    group.addoption("--select", action="append", default=[], help="run only checks whose id or requirement id starts with this")
+    group.addoption("--select", action="append", default=[],
+                    help="run only checks whose id or requirement id starts with this")
     group.addoption("--seed", type=int, default=0, help="seed for generated cases (0: a fixed default)")
     group.addoption("--examples", type=int, default=25, help="generated cases per tool and mode")
-    group.addoption("--score-unverified", action="store_true", help="score requirements the contract marks unverified too")
-    group.addoption("--expected-failures", help="baseline file: check ids (or check-id@era) expected to fail")
+    group.addoption("--score-unverified", action="store_true",
+                    help="score requirements the contract marks unverified too")
+    group.addoption("--expected-failures",
+                    help="baseline file: check ids (check, check@era or check@era[case]) expected to fail")
     group.addoption("--report-dir", help="write report.jsonl, certificate.md, report.html and badge.json here")
     group.addoption("--call-timeout", type=float, default=30.0, help="seconds to wait for any one reply")
     group.addoption("--level", choices=["contract", "profile"], default="contract",
@@ -71,22 +124,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                                                          "TTL, expiry windows) instead of leaving them not exercised")
 
 
-def _baseline(path: str | None) -> frozenset[str]:
-    if not path:
-        return frozenset()
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
-    return frozenset(line.split("#", 1)[0].strip() for line in lines if line.split("#", 1)[0].strip())
-
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "engram_check(id, requirements): a conformance check")
     if not config.getoption("--target"):
         return
     try:
-        profile = load_profile(Path(config.getoption("--profile"))) if config.getoption("--profile") else Profile.absent()
+        given = config.getoption("--profile")
+        profile = load_profile(Path(given)) if given else Profile.absent()
         host, confirmer = host_from_profile(profile)
         target = parse_target(config.getoption("--target"), headers=profile.http_headers)
-        baseline = _baseline(config.getoption("--expected-failures"))
+        baseline = read_baseline(config.getoption("--expected-failures"))
     except (ProfileError, ValueError, OSError) as problem:
         raise pytest.UsageError(str(problem)) from None
     era = config.getoption("--era")
@@ -138,112 +186,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Preflight: the target starts and completes the opening exchange in every selected era."""
     run = run_of(session.config)
     if run is None or not session.items:
         return
-    for era in run.eras:
-        conn = Connection(run.target, era, run.confirmer, timeout=run.timeout)
-        try:
-            handshake = conn.open()
-        except EraUnsupported as refusal:
-            run.unsupported_eras[era] = str(refusal)
-            conn.close()
-            continue
-        except TargetUnreachable as problem:
-            # The message carries the cause and the tail of the target's stderr (_connect.Connection._diagnose).
-            conn.close()
-            if run.connections:  # another era works, so the target fails this era only: skip it, with why
-                run.unsupported_eras[era] = str(problem)
-                continue
-            first, _, rest = str(problem).partition("\n")
-            run.unreachable = f"{first} [{era} era]" + (f"\n{rest}" if rest else "")
-            break
-        run.connections[era] = conn
-        info = ServerInfo.from_handshake(era, handshake)
-        if info is not None:
-            run.server_info[era] = info
-    if not run.unreachable and not run.connections:
-        run.unreachable = "the target speaks none of the selected protocol eras: " + "; ".join(
-            f"{era}: {why}" for era, why in run.unsupported_eras.items())
-    if not run.unreachable:
-        if run.profile.given:
-            run.unreachable = _binding_refused(run)
-            run.profile_refused = run.unreachable is not None
-        else:
-            run.notes.extend(_unbound_discovery(run))
-    lost = next((conn for conn in run.connections.values() if conn.lost), None)
-    if not run.unreachable and lost is not None:  # it died on the preflight's first requests
-        run.unreachable, run.profile_refused = lost.lost_reason(), False
+    preflight(run)
     if run.unreachable:
         # Nothing can be judged: say so once instead of blocking every check in turn.
         session.config.hook.pytest_deselected(items=list(session.items))
         session.items.clear()
 
 
-BINDING_REFUSED = ("the target refuses this profile's binding — check audience, issuer, key id, trusted key "
-                   "(profile keys target.audience, binding.issuer, binding.kid, binding.private_key_file; "
-                   "the target must trust the public half of that key under that key id)")
-HOW_TO_PROFILE = ("a host profile (--profile FILE) unlocks the checks that need a host identity: signed bindings, "
-                  "discovery per principal, and every call of the six tools. `engram-reference init DIR` writes an "
-                  "example (DIR/conformance-profile.toml); spec/profile.md documents every key")
-
-
-def _binding_refused(run: Run) -> str | None:
-    """One harmless bound call (tools/list) per era: a target that refuses it with the trusted-context
-    error while it answers the unbound one does not accept the profile's binding, and every later
-    verdict would blame the target for the profile's mistake."""
-    from engram_mcp.contract import load
-
-    scope = run.profile.primary or next(iter(run.profile.scopes), None)
-    if scope is None:
-        return None
-    principal = min(scope.principals, default="conformance-agent")
-    untrusted = load().protocol_errors["trusted_context_unavailable"].jsonrpc_code
-    refused = []
-    for conn in run.connections.values():
-        bound = conn.list_tools(run.host.meta(scope, principal))
-        unbound = conn.list_tools(None)
-        refused.append(bound.kind == "error" and bound.code == untrusted and unbound.kind == "result")
-    return BINDING_REFUSED if refused and all(refused) else None
-
-
-def _unbound_discovery(run: Run) -> list[str]:
-    """Without a profile: what the target offers a client that has no host identity, said plainly."""
-    from engram_mcp.contract import load
-
-    six = set(load().tools)
-    notes = []
-    for era, conn in run.connections.items():
-        reply = conn.list_tools(None)
-        if reply.kind != "result":
-            notes.append(f"{era} era: tools/list without a binding was answered {reply.kind} {reply.code!r}")
-            continue
-        names = sorted(str(t.get("name")) for t in (reply.result or {}).get("tools", []) if isinstance(t, dict))
-        offered = [n for n in names if n in six]
-        if not names:
-            notes.append(f"{era} era: without a host binding the target lists no tool (memory is off by default); "
-                         "a profile shows which of the six Engram memory tools it offers")
-        elif not offered:
-            shown = ", ".join(names[:8]) + (", …" if len(names) > 8 else "")
-            notes.append(f"{era} era: this target offers none of the six Engram memory tools "
-                         f"(it lists {len(names)} other tool{'s' if len(names) != 1 else ''}: {shown})")
-        else:
-            notes.append(f"{era} era: without a host binding the target lists {len(offered)} of the six Engram "
-                         f"memory tools: {', '.join(offered)}")
-    notes.append(HOW_TO_PROFILE)
-    return notes
-
-
 # -- fixtures --------------------------------------------------------------------
 
 
 @pytest.fixture(scope="session")
-def harness(request: pytest.FixtureRequest) -> Iterator[Run]:
+def harness(request: pytest.FixtureRequest) -> Run:
     run = run_of(request.config)
     if run is None:
         pytest.skip("no --target: the conformance suite needs a target")
-    yield run
+    return run
 
 
 @pytest.fixture
@@ -272,28 +233,11 @@ def world(harness: Run, era: str, evidence: Evidence) -> World:
 
 
 def _status(call: pytest.CallInfo[None], run: Run, check_id: str, era: str | None,
-            requirements: tuple[str, ...]) -> tuple[Status, str]:
-    excinfo = call.excinfo
-    if excinfo is None:
-        status, message = Status.PASS, ""
-    elif excinfo.errisinstance(Blocked):
-        return Status.BLOCKED, str(excinfo.value)
-    elif excinfo.errisinstance(NotApplicable):
-        return Status.SKIP, str(excinfo.value.msg if hasattr(excinfo.value, "msg") else excinfo.value)
-    elif excinfo.errisinstance(pytest.skip.Exception):
-        return Status.SKIP, str(excinfo.value.msg if hasattr(excinfo.value, "msg") else excinfo.value)
-    elif excinfo.errisinstance(AssertionError):
-        status = Status.WARN if is_should_only(requirements) else Status.FAIL
-        message = str(excinfo.value).split("\n")[0][:500]
-    else:
-        cause = next(iter(leaf_exceptions(excinfo.value)), excinfo.value)  # anyio and the SDK wrap causes in groups
-        return Status.ERROR, f"{type(cause).__name__} in the harness: {str(cause)[:300]}"
-    expected = check_id in run.baseline or (era and f"{check_id}@{era}" in run.baseline)
-    if expected and status in (Status.FAIL, Status.WARN):
-        return Status.XFAIL, message
-    if expected and status is Status.PASS:
-        return Status.XPASS, "the baseline expects this check to fail, but it passed: remove it from the baseline"
-    return status, message
+            requirements: tuple[str, ...], case: str | None = None) -> tuple[Status, str]:
+    status, message = outcome_status(call.excinfo.value if call.excinfo else None, requirements)
+    if status not in (Status.PASS, Status.FAIL, Status.WARN):
+        return status, message
+    return apply_baseline(status, message, expected_to_fail(run.baseline, check_id, era, case))
 
 
 def case_id(item: pytest.Item, era: str | None) -> str | None:
@@ -320,7 +264,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     check_id, requirements = marked
     era = item.callspec.params.get("era") if hasattr(item, "callspec") else None
     case = case_id(item, era)
-    status, message = _status(call, run, check_id, era, requirements)
+    status, message = _status(call, run, check_id, era, requirements, case)
     pins = take_pins() if call.when == "call" else {}
     evidence = item.funcargs.get("evidence") if hasattr(item, "funcargs") else None
     run.results.append(Result(check_id, requirements, era, status, item.nodeid, report.duration, message,
@@ -349,22 +293,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     run = run_of(session.config)
     if run is None:
         return
-    from engram_mcp.conformance._report import exit_code, write_reports
-
     run.close()
     run.finished_at = utc_now()
     run.exit_code = exit_code(run)
     if run.report_dir is not None:
         write_reports(run, run.report_dir)
-    global FINAL_EXIT
-    FINAL_EXIT = session.exitstatus = run.exit_code
+    session.exitstatus = run.exit_code
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     run = run_of(config)
     if run is None:
         return
-    from engram_mcp.conformance._report import summary_lines
-
     for line in summary_lines(run):
         terminalreporter.write_line(line)

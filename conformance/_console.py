@@ -1,0 +1,231 @@
+"""What ``conformance`` prints while it runs: checks, not pytest.
+
+pytest's own terminal output (dots, node ids, its count line) goes to
+nowhere; this console speaks in check families instead:
+
+- on a terminal (and not in CI): a live progress bar per family with its
+  status counts (rich);
+- otherwise (a pipe, a file, or ``CI`` set): one plain line per family once
+  its last check has run, so CI logs stay readable and stable;
+- ``verbose``: one line per check, ``STATUS check@era[case]`` and, unless it
+  passed, its one-line verdict;
+
+and then the failing checks and the run's summary (``_report.summary_lines``).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import time
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+import pytest
+from _pytest.terminal import TerminalReporter
+
+from engram_mcp.conformance._checks import Status
+from engram_mcp.conformance._report import summary_lines
+from engram_mcp.conformance._run import Result, Run
+
+FAILING = (Status.FAIL, Status.ERROR, Status.XPASS)
+SHOWN_FAILURES = 40  # the reports list every one; the console shows the first ones
+MESSAGE_WIDTH = 160
+_STYLE = {Status.PASS: "green", Status.FAIL: "bold red", Status.ERROR: "bold red", Status.XPASS: "red",
+          Status.WARN: "yellow", Status.BLOCKED: "yellow", Status.SKIP: "dim", Status.XFAIL: "dim"}
+
+
+def in_ci(environ: Mapping[str, str] | None = None) -> bool:
+    """CI services set CI (GitHub, GitLab, and most others) to a true value."""
+    value = (os.environ if environ is None else environ).get("CI", "")
+    return value.strip().lower() not in ("", "0", "false", "no")
+
+
+def _real_stdout() -> IO[str]:
+    """A handle on the process's stdout that pytest's capture cannot redirect (it swaps fd 1 during checks)."""
+    try:
+        return os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8", errors="replace", buffering=1)
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):  # no file descriptor: write as told
+        return sys.stdout
+
+
+def counts_text(counts: Counter[Status]) -> str:
+    return ", ".join(f"{counts[s]} {s.value}" for s in Status if counts[s])
+
+
+def check_line(result: Result) -> str:
+    line = f"{result.status.value:<8}{result.label}"
+    if result.status is not Status.PASS and result.message:
+        message = result.message.splitlines()[0]
+        line += " — " + (message if len(message) <= MESSAGE_WIDTH else message[:MESSAGE_WIDTH - 1] + "…")
+    return line
+
+
+@dataclass
+class Family:
+    """The checks of one family (the check id up to its first dot) in this run."""
+
+    name: str
+    total: int = 0
+    done: int = 0
+    counts: Counter[Status] = field(default_factory=Counter)
+    started: float | None = None
+    elapsed: float = 0.0
+    reported: bool = False
+
+    def line(self) -> str:
+        tally = counts_text(self.counts) or "nothing ran"
+        return f"{self.name:<12} {self.done:>4}/{self.total:<4} {tally}  ({self.elapsed:.1f} s)"
+
+
+class Console:
+    """A pytest plugin object: give it to pytest.main(plugins=[...]) to have the run speak in checks."""
+
+    def __init__(self, *, verbose: bool = False, quiet: bool = False, stream: IO[str] | None = None,
+                 live: bool | None = None) -> None:
+        self.verbose, self.quiet = verbose, quiet
+        self._owned = stream is None
+        self.stream = _real_stdout() if stream is None else stream
+        self.live = (self.stream.isatty() and not in_ci()) if live is None else live
+        self.families: dict[str, Family] = {}
+        self._family_of: dict[str, str] = {}  # node id -> family
+        self._seen = 0  # results already shown
+        self._run: Run | None = None
+        self._progress: Any = None  # rich.progress.Progress while the live display runs
+        self._tasks: dict[str, Any] = {}
+        self._muted: IO[str] | None = None
+
+    # -- output ------------------------------------------------------------------
+
+    def say(self, text: str = "", style: str | None = None) -> None:
+        if self.quiet:
+            return
+        if self._progress is not None:
+            self._progress.console.print(text, style=style, markup=False, highlight=False, soft_wrap=True)
+        else:
+            self.stream.write(text + "\n")
+            self.stream.flush()
+
+    def close(self) -> None:
+        self._stop_live()
+        if self._muted is not None:
+            self._muted.close()
+            self._muted = None
+        if self._owned and self.stream is not sys.stdout:
+            self.stream.close()
+
+    # -- hooks -------------------------------------------------------------------
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_configure(self, config: pytest.Config) -> None:
+        """pytest keeps a terminal reporter (other plugins write through it), but it writes to nowhere."""
+        standard = config.pluginmanager.get_plugin("terminalreporter")
+        if standard is None:
+            return
+        config.pluginmanager.unregister(standard)
+        self._muted = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - closed with the console
+        config.pluginmanager.register(TerminalReporter(config, self._muted), "terminalreporter")
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:  # a broken suite module: the harness's own defect, never hidden
+            print(f"conformance: the suite could not be collected ({report.nodeid or 'suite'}):\n"
+                  f"{report.longreprtext}", file=sys.stderr)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        from engram_mcp.conformance._plugin import run_of
+
+        self._run = run_of(session.config)
+        for item in session.items:
+            marker = item.get_closest_marker("engram_check")
+            name = str(marker.args[0]).split(".", 1)[0] if marker else "other"
+            self.families.setdefault(name, Family(name)).total += 1
+            self._family_of[item.nodeid] = name
+        if self.families and not self.quiet:
+            families = f"{len(self.families)} famil{'ies' if len(self.families) != 1 else 'y'}"
+            eras = f"; eras: {', '.join(self._run.eras)}" if self._run else ""
+            self.say(f"{len(session.items)} checks in {families}{eras}")
+            if self.live:
+                self._start_live()
+
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        family = self.families.get(self._family_of.get(nodeid, ""))
+        if family is not None and family.started is None:
+            family.started = time.monotonic()
+            if self._progress is not None:
+                self._progress.start_task(self._tasks[family.name])
+
+    def pytest_runtest_logfinish(self, nodeid: str) -> None:
+        name = self._family_of.get(nodeid)
+        family = self.families.get(name or "")
+        if family is None:
+            return
+        family.done += 1
+        family.elapsed = time.monotonic() - (family.started or time.monotonic())
+        for result in self._new_results():
+            owner = self.families.get(result.family, family)
+            owner.counts[result.status] += 1
+            if self.verbose:
+                self.say(check_line(result), _STYLE.get(result.status))
+        self._show(family)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        from engram_mcp.conformance._plugin import run_of
+
+        run = self._run or run_of(session.config)
+        self._stop_live()
+        for family in self.families.values():  # families cut short (an interrupted run) still get their line
+            if not family.reported and not self.live and family.done:
+                self.say(family.line())
+        if run is None:
+            return
+        failing = [r for r in run.results if r.status in FAILING]
+        if failing and not self.verbose:
+            self.say("")
+            self.say(f"failing checks ({len(failing)}):")
+            for result in failing[:SHOWN_FAILURES]:
+                self.say("  " + check_line(result), _STYLE.get(result.status))
+            if len(failing) > SHOWN_FAILURES:
+                self.say(f"  … and {len(failing) - SHOWN_FAILURES} more (report.jsonl lists every one)")
+        for line in summary_lines(run):
+            self.say(line)
+
+    # -- internals ---------------------------------------------------------------
+
+    def _new_results(self) -> list[Result]:
+        if self._run is None:
+            return []
+        fresh = self._run.results[self._seen:]
+        self._seen = len(self._run.results)
+        return fresh
+
+    def _show(self, family: Family) -> None:
+        if self._progress is not None:
+            self._progress.update(self._tasks[family.name], completed=family.done,
+                                  counts=counts_text(family.counts))
+        elif family.done == family.total and not family.reported:
+            family.reported = True
+            self.say(family.line())
+
+    def _start_live(self) -> None:
+        if self.quiet:
+            return
+        from rich.console import Console as RichConsole
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self._progress = Progress(
+            TextColumn("{task.description:<12}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("{task.fields[counts]}"), console=RichConsole(file=self.stream), transient=False,
+        )
+        for family in self.families.values():
+            self._tasks[family.name] = self._progress.add_task(family.name, total=family.total, counts="", start=False)
+        self._progress.start()
+
+    def _stop_live(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None

@@ -1,0 +1,102 @@
+"""The preflight: before any check, the target must start, open a session in each era and accept the binding.
+
+A target that cannot be reached, or refuses the profile's binding, is said so
+once, instead of every check being blocked in turn.
+"""
+
+from __future__ import annotations
+
+from engram_mcp.conformance._connect import Connection, EraUnsupported, TargetUnreachable
+from engram_mcp.conformance._run import Run, ServerInfo
+from engram_mcp.contract import load
+
+
+def preflight(run: Run) -> None:
+    """The target starts and completes the opening exchange in every selected era.
+
+    Fills the run's connections, the server's identity per era, the eras it
+    refuses and, when nothing can be judged, ``run.unreachable`` with why.
+    """
+    for era in run.eras:
+        conn = Connection(run.target, era, run.confirmer, timeout=run.timeout)
+        try:
+            handshake = conn.open()
+        except EraUnsupported as refusal:
+            run.unsupported_eras[era] = str(refusal)
+            conn.close()
+            continue
+        except TargetUnreachable as problem:
+            # The message carries the cause and the tail of the target's stderr (_connect.Connection._diagnose).
+            conn.close()
+            if run.connections:  # another era works, so the target fails this era only: skip it, with why
+                run.unsupported_eras[era] = str(problem)
+                continue
+            first, _, rest = str(problem).partition("\n")
+            run.unreachable = f"{first} [{era} era]" + (f"\n{rest}" if rest else "")
+            break
+        run.connections[era] = conn
+        info = ServerInfo.from_handshake(era, handshake)
+        if info is not None:
+            run.server_info[era] = info
+    if not run.unreachable and not run.connections:
+        run.unreachable = "the target speaks none of the selected protocol eras: " + "; ".join(
+            f"{era}: {why}" for era, why in run.unsupported_eras.items())
+    if not run.unreachable:
+        if run.profile.given:
+            run.unreachable = _binding_refused(run)
+            run.profile_refused = run.unreachable is not None
+        else:
+            run.notes.extend(_unbound_discovery(run))
+    lost = next((conn for conn in run.connections.values() if conn.lost), None)
+    if not run.unreachable and lost is not None:  # it died on the preflight's first requests
+        run.unreachable, run.profile_refused = lost.lost_reason(), False
+
+
+BINDING_REFUSED = ("the target refuses this profile's binding — check audience, issuer, key id, trusted key "
+                   "(profile keys target.audience, binding.issuer, binding.kid, binding.private_key_file; "
+                   "the target must trust the public half of that key under that key id)")
+HOW_TO_PROFILE = ("a host profile (--profile FILE) unlocks the checks that need a host identity: signed bindings, "
+                  "discovery per principal, and every call of the six tools. `engram-reference init DIR` writes an "
+                  "example (DIR/conformance-profile.toml); spec/profile.md documents every key")
+
+
+def _binding_refused(run: Run) -> str | None:
+    """One harmless bound call (tools/list) per era: a target that refuses it with the trusted-context
+    error while it answers the unbound one does not accept the profile's binding, and every later
+    verdict would blame the target for the profile's mistake."""
+    scope = run.profile.primary or next(iter(run.profile.scopes), None)
+    if scope is None:
+        return None
+    principal = min(scope.principals, default="conformance-agent")
+    untrusted = load().protocol_errors["trusted_context_unavailable"].jsonrpc_code
+    refused = []
+    for conn in run.connections.values():
+        bound = conn.list_tools(run.host.meta(scope, principal))
+        unbound = conn.list_tools(None)
+        refused.append(bound.kind == "error" and bound.code == untrusted and unbound.kind == "result")
+    return BINDING_REFUSED if refused and all(refused) else None
+
+
+def _unbound_discovery(run: Run) -> list[str]:
+    """Without a profile: what the target offers a client that has no host identity, said plainly."""
+    six = set(load().tools)
+    notes = []
+    for era, conn in run.connections.items():
+        reply = conn.list_tools(None)
+        if reply.kind != "result":
+            notes.append(f"{era} era: tools/list without a binding was answered {reply.kind} {reply.code!r}")
+            continue
+        names = sorted(str(t.get("name")) for t in (reply.result or {}).get("tools", []) if isinstance(t, dict))
+        offered = [n for n in names if n in six]
+        if not names:
+            notes.append(f"{era} era: without a host binding the target lists no tool (memory is off by default); "
+                         "a profile shows which of the six Engram memory tools it offers")
+        elif not offered:
+            shown = ", ".join(names[:8]) + (", …" if len(names) > 8 else "")
+            notes.append(f"{era} era: this target offers none of the six Engram memory tools "
+                         f"(it lists {len(names)} other tool{'s' if len(names) != 1 else ''}: {shown})")
+        else:
+            notes.append(f"{era} era: without a host binding the target lists {len(offered)} of the six Engram "
+                         f"memory tools: {', '.join(offered)}")
+    notes.append(HOW_TO_PROFILE)
+    return notes

@@ -1,0 +1,67 @@
+"""From a check's outcome to its status, and the baseline of expected failures.
+
+A check concludes by returning (PASS), failing an assertion (FAIL, or WARN
+when every requirement it covers is a SHOULD), being stopped (BLOCKED, SKIP)
+or breaking in the harness itself (ERROR). The baseline then turns an expected
+FAIL or WARN into XFAIL, and an expected check that passed into XPASS, so a
+stale baseline is noticed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engram_mcp.conformance._checks import Blocked, Status, is_should_only
+from engram_mcp.conformance._connect import leaf_exceptions
+
+MESSAGE_LIMIT = 500  # one line of verdict, never a whole assertion dump
+HARNESS_ERROR_LIMIT = 300
+
+
+def read_baseline(path: str | Path | None) -> frozenset[str]:
+    """The baseline file: one entry a line (check, check@era or check@era[case]); ``#`` starts a comment."""
+    if not path:
+        return frozenset()
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    return frozenset(entry for entry in (line.split("#", 1)[0].strip() for line in lines) if entry)
+
+
+def expected_to_fail(baseline: frozenset[str], check_id: str, era: str | None, case: str | None = None) -> bool:
+    """Whether the baseline names this check, from the whole check down to one case in one era."""
+    names = {check_id}
+    if era:
+        names.add(f"{check_id}@{era}")
+        if case:
+            names.add(f"{check_id}@{era}[{case}]")
+    return not names.isdisjoint(baseline)
+
+
+def _skip_reason(error: BaseException) -> str:
+    return str(getattr(error, "msg", None) or error)
+
+
+def outcome_status(error: BaseException | None, requirements: tuple[str, ...]) -> tuple[Status, str]:
+    """What one phase of a check concluded, before the baseline is applied."""
+    if error is None:
+        return Status.PASS, ""
+    if isinstance(error, Blocked):
+        return Status.BLOCKED, str(error)
+    if isinstance(error, pytest.skip.Exception):  # NotApplicable is a skip too
+        return Status.SKIP, _skip_reason(error)
+    if isinstance(error, AssertionError):
+        return (Status.WARN if is_should_only(requirements) else Status.FAIL), str(error).split("\n")[0][:MESSAGE_LIMIT]
+    cause = next(iter(leaf_exceptions(error)), error)  # anyio and the SDK wrap causes in groups
+    return Status.ERROR, f"{type(cause).__name__} in the harness: {str(cause)[:HARNESS_ERROR_LIMIT]}"
+
+
+def apply_baseline(status: Status, message: str, expected: bool) -> tuple[Status, str]:
+    """The baseline judges only checks that concluded; BLOCKED, SKIP and ERROR stay what they are."""
+    if not expected:
+        return status, message
+    if status in (Status.FAIL, Status.WARN):
+        return Status.XFAIL, message
+    if status is Status.PASS:
+        return Status.XPASS, "the baseline expects this check to fail, but it passed: remove it from the baseline"
+    return status, message
