@@ -24,7 +24,7 @@ BROKEN_RULES = "broken_rules"  # evidence: the catalog rule ids the failing case
 FAILING = (Status.FAIL, Status.WARN, Status.XFAIL)  # a check that reports something the target did wrong
 # The CLI serves the bundled reference from a scratch directory of this name; a report then says `--target reference`.
 _REFERENCE_SCRATCH = "engram-conformance-"
-_REFERENCE_MODULE = "engram_mcp.reference."
+_REFERENCE_MODULE = "engram_mcp.reference"
 
 
 @cache

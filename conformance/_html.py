@@ -204,7 +204,8 @@ def _finding(run: Run, result: Result) -> str:
     others = [rid for rid in result.requirements if rid not in hit]
     case = f" — case <code>{escape(result.case)}</code>" if result.case else ""
     return (
-        f"<article class='finding' data-group='{GROUP[result.status.value]}' id='finding-{escape(_anchor(result.label))}'>"
+        f"<article class='finding' data-group='{GROUP[result.status.value]}' "
+        f"id='finding-{escape(_anchor(result.label))}'>"
         f"<h3><span class='st'>{escape(result.status.value)}</span> "
         f"<a class='jump' href='#{_result_anchor(result)}'>{escape(result.check_id)}</a>"
         f"{' in the ' + escape(result.era) + ' era' if result.era else ''}{case}</h3>"

@@ -60,7 +60,8 @@ def _body(run: Run, result: Result) -> str:
 
 
 def _testcase(parent: ET.Element, name: str, classname: str, seconds: float) -> ET.Element:
-    return ET.SubElement(parent, "testcase", name=_text(name), classname=_text(classname), time=f"{max(seconds, 0):.3f}")
+    return ET.SubElement(parent, "testcase", name=_text(name), classname=_text(classname),
+                         time=f"{max(seconds, 0):.3f}")
 
 
 def _result_case(run: Run, suite: ET.Element, result: Result) -> str:
@@ -119,10 +120,9 @@ def junit_report(run: Run, code: int) -> bytes:
     groups: dict[str | None, list[Result]] = {era: [] for era in run.eras}
     for result in run.results:
         groups.setdefault(result.era, []).append(result)
-    for index, (era, results) in enumerate(groups.items(), start=1):
-        if not results:
-            continue
-        suite = _suite(root, run, f"{era} era" if era else ANY_ERA, index)
+    ran = [(era_of, results) for era_of, results in groups.items() if results]
+    for index, (era_of, results) in enumerate(ran, start=1):
+        suite = _suite(root, run, f"{era_of} era" if era_of else ANY_ERA, index)
         tally: dict[str, int] = {}
         for result in results:
             kind = _result_case(run, suite, result)

@@ -34,7 +34,8 @@ if TYPE_CHECKING:
 _SECRET_KEYS = re.compile(r"binding|token|authorization|_meta|requeststate|request_state|key$", re.I)
 MUST_LEVELS = ("MUST", "MUST NOT")
 # What a requirement's checks concluded, over every era of the run.
-PASSED, FAILED, NOT_EXERCISED, NOT_APPLICABLE, EXCLUDED = "PASSED", "FAILED", "NOT_EXERCISED", "NOT_APPLICABLE", "EXCLUDED"
+PASSED, FAILED, NOT_EXERCISED = "PASSED", "FAILED", "NOT_EXERCISED"
+NOT_APPLICABLE, EXCLUDED = "NOT_APPLICABLE", "EXCLUDED"
 _EXERCISED_OK = (Status.PASS, Status.WARN, Status.XPASS)
 _UNEXERCISED = (Status.SKIP, Status.BLOCKED, Status.ERROR)
 
@@ -167,7 +168,8 @@ def requirement_verdicts(run: Run) -> dict[str, dict[str, Any]]:
     return verdicts
 
 
-def _must(verdicts: dict[str, dict[str, Any]], *, scored: bool = True, source: str | None = None) -> dict[str, dict[str, Any]]:
+def _must(verdicts: dict[str, dict[str, Any]], *, scored: bool = True,
+          source: str | None = None) -> dict[str, dict[str, Any]]:
     """The MUSTs this run scores, or (scored=False) the established MUSTs of one source, scored or not."""
     return {rid: v for rid, v in verdicts.items() if v["level"] in MUST_LEVELS
             and (v["scored"] if scored else v["status"] == "established") and (source is None or v["source"] == source)}
@@ -192,8 +194,13 @@ def tally(verdicts: dict[str, dict[str, Any]]) -> dict[str, int]:
 
 
 def exit_code(run: Run) -> int:
-    from engram_mcp.conformance._run import (EXIT_CONFORMANT, EXIT_INCOMPLETE, EXIT_MUST_FAILED, EXIT_STALE,
-                                                EXIT_UNREACHABLE)
+    from engram_mcp.conformance._run import (
+        EXIT_CONFORMANT,
+        EXIT_INCOMPLETE,
+        EXIT_MUST_FAILED,
+        EXIT_STALE,
+        EXIT_UNREACHABLE,
+    )
 
     if run.unreachable:
         return EXIT_UNREACHABLE
@@ -218,7 +225,8 @@ def verdict_line(run: Run, code: int | None = None) -> str:
     baselined = any(r.status is Status.XFAIL for r in run.results)
     return {
         0: (f"VERDICT: conformant to contract {load().version} at the {level} level"
-            if not baselined else f"VERDICT: no failure beyond the baseline (not conformant: expected failures remain), {level} level"),
+            if not baselined else "VERDICT: no failure beyond the baseline (not conformant: expected failures remain), "
+            f"{level} level"),
         1: "VERDICT: not conformant (a MUST failed)",
         3: "VERDICT: not judged (target unreachable or environment error)",
         4: "VERDICT: stale baseline (an expected failure now passes)",
@@ -278,14 +286,12 @@ def summary_lines(run: Run, *, limit: int = 40) -> list[str]:
     groups = [] if run.unreachable else _grouped_gaps(scored)
     if groups:
         lines.append("not exercised (scored MUSTs), with the reason and what would unlock them:")
-        shown = 0
-        for reason, unlock, ids in groups:
+        for shown, (reason, unlock, ids) in enumerate(groups):
             if shown >= limit:
                 lines.append(f"  … and {len(groups) - shown} more reasons (report.jsonl lists every one)")
                 break
             listed = ", ".join(ids[:12]) + (f", … ({len(ids)} in all)" if len(ids) > 12 else "")
             lines.append(f"  - {reason[:240]} → {unlock}: {listed}")
-            shown += 1
     if level == "contract" and not run.unreachable:
         pins = _must(verdicts, scored=False, source="profile")
         lines.append(_count_line("profile pins (reported, not scored; --level profile scores them)", tally(pins)))
@@ -355,8 +361,8 @@ def write_reports(run: Run, directory: Path) -> None:
               "profile_pins": tally(_must(verdicts, scored=False, source="profile")),
               "requirements": verdicts}
     lines.append(footer)
-    (directory / "report.jsonl").write_text("".join(json.dumps(x, ensure_ascii=False, sort_keys=True) + "\n" for x in lines),
-                                            encoding="utf-8")
+    jsonl = "".join(json.dumps(x, ensure_ascii=False, sort_keys=True) + "\n" for x in lines)
+    (directory / "report.jsonl").write_text(jsonl, encoding="utf-8")
     document = markdown_report(run, verdicts, code)
     (directory / "report.md").write_text(document, encoding="utf-8")
     certificate_file = directory / "certificate.md"
@@ -400,8 +406,10 @@ def markdown_report(run: Run, verdicts: dict[str, dict[str, Any]], code: int) ->
                  0: "Conformance report (failures expected by the baseline) — not a certificate"}[code]
     scored = {rid: v for rid, v in verdicts.items() if v["scored"]}
     pins = {rid: v for rid, v in verdicts.items() if v["source"] == "profile" and not v["scored"]}
-    gaps = "\n".join(f"- {reason} → {unlock}: {', '.join(ids)}" for reason, unlock, ids in _grouped_gaps(_must(verdicts)))
-    table_head = "| Requirement | Level | Source | Contract status | Outcome | Worst check |\n|---|---|---|---|---|---|\n"
+    gaps = "\n".join(f"- {reason} → {unlock}: {', '.join(ids)}"
+                     for reason, unlock, ids in _grouped_gaps(_must(verdicts)))
+    table_head = ("| Requirement | Level | Source | Contract status | Outcome | Worst check |\n"
+                  "|---|---|---|---|---|---|\n")
     started, finished = _utc(run.started_at), _utc(run.finished_at)
     from engram_mcp.conformance._certificate import ATTESTATION_FILE as signed  # it reads this module
 
@@ -425,7 +433,8 @@ def markdown_report(run: Run, verdicts: dict[str, dict[str, Any]], code: int) ->
         + (" (scored here: --strict)" if run.strict else "") + ".\n\n"
         + (f"## Scored MUSTs not exercised\n\n{gaps}\n\n" if gaps else "")
         + f"## Scored requirements ({level} level)\n\n{table_head}{_rows(scored)}\n\n"
-        + (f"## Profile pins (this project's choices; not scored at the contract level)\n\n{table_head}{_rows(pins)}\n\n" if pins else "")
+        + (f"## Profile pins (this project's choices; not scored at the contract level)\n\n{table_head}"
+           f"{_rows(pins)}\n\n" if pins else "")
         + "## Other requirements (unverified or not scored)\n\n" + table_head
         + _rows({rid: v for rid, v in verdicts.items() if rid not in scored and rid not in pins}) + "\n"
     )

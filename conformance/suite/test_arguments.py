@@ -60,6 +60,7 @@ from engram_mcp.conformance import _checks, _pins
 from engram_mcp.conformance import _fuzz as fuzz
 from engram_mcp.conformance._checks import check, not_applicable, require
 from engram_mcp.conformance._connect import Reply
+from engram_mcp.conformance._findings import BROKEN_RULES
 from engram_mcp.conformance._world import World
 from engram_mcp.contract import load
 
@@ -394,6 +395,8 @@ def run_family(world: World, harness: Any, check_id: str, family: str, tool: str
     world.evidence.add("valid_sent", sum(1 for s in results if s.valid))
     world.evidence.add("outcomes", dict(collections.Counter(_outcome(s.reply) for s in results)))
     world.evidence.add("wrong", len(problems))
+    if problems and all(sent.case.rules for sent, _ in problems):  # the report blames the requirements of these rules
+        world.evidence.add(BROKEN_RULES, sorted({rule for sent, _ in problems for rule in sent.case.rules}))
     if problems:
         first, why = problems[0]
         command = reproduce(harness, check_id, world.era)

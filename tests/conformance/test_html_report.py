@@ -20,9 +20,9 @@ import pytest
 from engram_mcp.conformance._checks import Status
 from engram_mcp.conformance._connect import parse_target
 from engram_mcp.conformance._findings import BROKEN_RULES
+from engram_mcp.conformance._profile import load_profile
 from engram_mcp.conformance._report import write_reports
 from engram_mcp.conformance._run import Result, Run, ServerInfo
-from engram_mcp.conformance._profile import load_profile
 from engram_mcp.reference._init import write_configuration
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
@@ -36,12 +36,13 @@ def failing_run(directory: Path) -> tuple[Run, Path]:
     """A run of two eras: one family check fails on a rule only EMC-CAP-007 carries, a repeated check passes."""
     write_configuration(directory / "init", seed="html")
     profile = load_profile(directory / "init" / "conformance-profile.toml")
-    run = Run(target=parse_target("stdio:my-memory-server --store /srv/memory"), profile=profile, host=None,  # type: ignore[arg-type]
-              confirmer=None, eras=("legacy", "modern"), seed=7, examples=5, strict=False,  # type: ignore[arg-type]
+    run = Run(target=parse_target("stdio:my-memory-server --store /srv/memory"), profile=profile,
+              host=None, confirmer=None,  # type: ignore[arg-type]
+              eras=("legacy", "modern"), seed=7, examples=5, strict=False,
               baseline=frozenset(), report_dir=None, timeout=1.0,
               started_at=datetime(2026, 11, 30, 9, 0, 0, tzinfo=UTC))
     run.finished_at = datetime(2026, 11, 30, 9, 2, 30, tzinfo=UTC)
-    run.server_info = {"legacy": ServerInfo("my-memory-server", "2.1.0"), "modern": ServerInfo("my-memory-server", "2.1.0")}
+    run.server_info = {era: ServerInfo("my-memory-server", "2.1.0") for era in run.eras}
     run.results += [
         Result("arguments.cross-references", CROSS_REFERENCES, "legacy", Status.FAIL, "n", 0.8, FAILING_MESSAGE,
                {BROKEN_RULES: ["unique_citation_ids"], "sent": 40, "wrong": 2}, case="capture"),
@@ -73,7 +74,7 @@ def test_the_page_is_self_contained(tmp_path: Path) -> None:
 
 
 def test_only_the_requirement_the_failing_case_breaks_is_blamed(tmp_path: Path) -> None:
-    run, page = failing_run(tmp_path)
+    _, page = failing_run(tmp_path)
     footer = (page.parent / "report.jsonl").read_text(encoding="utf-8").splitlines()
     import json
 
@@ -191,6 +192,7 @@ def test_a_failure_shows_its_evidence_its_blame_and_a_command_that_reproduces_it
     finding = browser.find_element(By.CSS_SELECTOR, "article.finding")  # type: ignore[attr-defined]
     assert "arguments.cross-references in the legacy era — case capture" in finding.text
     assert FAILING_MESSAGE in finding.text
+    assert run.profile.path is not None
     assert finding.find_element(By.CSS_SELECTOR, "code.repro").text == expected_reproduction(run.profile.path)
     broken = [a.text for a in finding.find_elements(By.CSS_SELECTOR, "ul a.breaks")]
     assert broken == ["EMC-CAP-007"]

@@ -50,12 +50,13 @@ def all_passing() -> list[Result]:
 def failing() -> list[Result]:
     return [
         Result("arguments.cross-references", CROSS_REFERENCES, "legacy", Status.FAIL, "n", 0.5,
-               "2 of 40 cross-references cases were answered wrongly\n- first case ...", {BROKEN_RULES: ["unique_citation_ids"]},
-               case="capture"),
+               "2 of 40 cross-references cases were answered wrongly\n- first case ...",
+               {BROKEN_RULES: ["unique_citation_ids"]}, case="capture"),
         Result("search.stale-cursor", ("EMC-SRCH-010",), "modern", Status.PASS, "n", 0.1, case="limit-1"),
         Result("search.stale-cursor", ("EMC-SRCH-010",), "modern", Status.PASS, "n", 0.1, case="limit-2"),
         Result("search.limit", ("EMC-SRCH-003",), "legacy", Status.SKIP, "n", 0.0, "the profile grants no search"),
-        Result("envelope.fixed-messages", ("EMC-ENV-006",), None, Status.ERROR, "n", 0.0, "OSError in the harness: gone"),
+        Result("envelope.fixed-messages", ("EMC-ENV-006",), None, Status.ERROR, "n", 0.0,
+               "OSError in the harness: gone"),
     ]
 
 
@@ -134,9 +135,9 @@ def test_text_xml_cannot_carry_is_escaped(schema: xmlschema.XMLSchema) -> None:
 
 def test_the_command_line_writes_it_for_a_real_run(tmp_path: Path) -> None:
     """A short run of the bundled reference: the file pytest used to write is now ours, and valid."""
-    completed = subprocess.run([sys.executable, "-m", "engram_mcp.conformance._cli", "--target", "reference",
-                                "--select", "discovery.granted-tools", "--era", "legacy", "--report-dir", str(tmp_path)],
-                               capture_output=True, text=True, timeout=240)
+    command = [sys.executable, "-m", "engram_mcp.conformance._cli", "--target", "reference",
+               "--select", "discovery.granted-tools", "--era", "legacy", "--report-dir", str(tmp_path)]
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=240)
     assert completed.returncode == 5, completed.stdout[-2000:] + completed.stderr[-2000:]  # a --select run: partial
     data = (tmp_path / "junit.xml").read_bytes()
     for name in ("junit-10.xsd", "JUnit.xsd"):
