@@ -97,7 +97,7 @@ def _reference_target(workdir: Path) -> tuple[str, Path]:
     from engram_mcp.reference.init import write_configuration
 
     write_configuration(workdir, seed="demo")
-    command = [sys.executable, "-m", "engram_mcp.reference._cli", "serve", "--config", str(workdir / "server.toml")]
+    command = [sys.executable, "-m", "engram_mcp.reference", "serve", "--config", str(workdir / "server.toml")]
     return "stdio:" + shlex.join(command), workdir / "conformance-profile.toml"
 
 

@@ -1,0 +1,96 @@
+"""The two commands as a user runs them: real subprocesses, `python -m`, --version and --format json."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engram_mcp.conformance._run import harness_version
+from engram_mcp.contract import CONTRACT_VERSION
+
+CONFORMANCE = [sys.executable, "-m", "engram_mcp.conformance"]
+REFERENCE = [sys.executable, "-m", "engram_mcp.reference"]
+SCRIPTS = Path(sys.executable).parent
+
+
+def run(command: list[str], *, timeout: float = 120, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=cwd or "/")
+
+
+@pytest.mark.parametrize(("command", "name"), [(CONFORMANCE, "conformance"), (REFERENCE, "engram-reference"),
+                                                ([str(SCRIPTS / "conformance")], "conformance"),
+                                                ([str(SCRIPTS / "engram-reference")], "engram-reference")])
+def test_version_names_the_package_and_the_contract(command: list[str], name: str) -> None:
+    if not Path(command[0]).exists():
+        pytest.skip(f"{command[0]} is not installed here (the package is not installed as scripts)")
+    ran = run([*command, "--version"])
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == f"{name} {harness_version()} (contract {CONTRACT_VERSION})"
+    assert harness_version() != "0+unknown"
+
+
+def test_python_m_runs_both_commands(tmp_path: Path) -> None:
+    written = run([*REFERENCE, "init", str(tmp_path / "engram")])
+    assert written.returncode == 0, written.stderr
+    assert (tmp_path / "engram" / "server.toml").is_file()
+    listed = run([*CONFORMANCE, "list"])
+    assert listed.returncode == 0 and "requirements," in listed.stdout.splitlines()[-1]
+    explained = run([*CONFORMANCE, "explain", "EMC-NOPE-999"])
+    assert explained.returncode == 2 and "no requirement or check" in explained.stderr
+    helped = run([*CONFORMANCE, "--help"])
+    assert helped.returncode == 0
+    for shown in ("--sign-key", "--format", "--version", "verify-certificate", "keygen"):
+        assert shown in helped.stdout
+    assert run([*CONFORMANCE, "verify-certificate", "--help"]).returncode == 0
+
+
+def test_usage_errors_exit_2() -> None:
+    assert run([*CONFORMANCE]).returncode == 2  # --target is required
+    assert run([*CONFORMANCE, "--target", "reference", "--format", "yaml"]).returncode == 2
+    assert run([*CONFORMANCE, "explain"]).returncode == 2
+    assert run([*REFERENCE]).returncode == 2
+
+
+def _summary(ran: subprocess.CompletedProcess[str]) -> dict:
+    """stdout holds one JSON object and nothing else; the console went to stderr."""
+    lines = ran.stdout.strip().splitlines()
+    assert len(lines) == 1, ran.stdout[-2000:]
+    return json.loads(lines[0])
+
+
+def test_format_json_prints_only_the_summary_on_stdout(tmp_path: Path) -> None:
+    ran = run([*CONFORMANCE, "--target", "reference", "--select", "discovery", "--era", "modern", "--format", "json",
+               "--report-dir", str(tmp_path)], timeout=300)
+    summary = _summary(ran)
+    assert summary["exit_code"] == ran.returncode == 5  # partial: incomplete
+    assert summary["verdict"].startswith("VERDICT: incomplete") and summary["conformant"] is False
+    assert summary["level"] == "contract" and summary["eras"] == ["modern"] and summary["selection"] == ["discovery"]
+    assert summary["counts"].get("PASS", 0) > 0 and set(summary["counts"]) <= {"PASS", "SKIP", "WARN"}
+    assert summary["scored_musts"]["not_exercised"] > 0
+    assert summary["server"].startswith("engram-reference") and summary["report_dir"] == str(tmp_path)
+    assert summary["attestation"] is None
+    assert "VERDICT: incomplete" in ran.stderr  # the human summary is still there, on stderr
+    footer = json.loads((tmp_path / "report.jsonl").read_text().splitlines()[-1])
+    assert footer["exit_code"] == summary["exit_code"] and footer["verdict"] == summary["verdict"]
+
+
+def test_format_json_says_an_unreachable_target_was_not_judged(tmp_path: Path) -> None:
+    ran = run([*CONFORMANCE, "--target", f"stdio:{tmp_path / 'no-such-server'}", "--format", "json"], timeout=120)
+    summary = _summary(ran)
+    assert ran.returncode == summary["exit_code"] == 3
+    assert summary["verdict"].startswith("VERDICT: not judged") and summary["unreachable"]
+    assert "Traceback" not in ran.stderr
+
+
+def test_format_json_on_a_usage_error_in_the_run_still_prints_json(tmp_path: Path) -> None:
+    """A profile the plugin refuses stops pytest before any run exists: exit 2, and scripts still get JSON."""
+    bad = tmp_path / "profile.toml"
+    bad.write_text("[unknown\n")
+    ran = run([*CONFORMANCE, "--target", "stdio:x", "--profile", str(bad), "--format", "json"])
+    summary = _summary(ran)
+    assert ran.returncode == summary["exit_code"] == 2
+    assert summary["verdict"] is None and summary["error"]
