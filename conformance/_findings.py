@@ -3,8 +3,9 @@
 A family check (the generated argument cases, say) lists every requirement any of
 its cases can exercise. When it fails, blaming all of them would mark requirements
 failed that no failing case touched, so the check records the catalog rules its
-failing cases broke (evidence key ``BROKEN_RULES``) and the requirement is blamed
-only when its own ``rules`` in the catalog meet them. A failure without that
+failing cases broke (evidence key ``BROKEN_RULES``, with the tools they called in
+``BROKEN_TOOLS``) and a requirement is blamed only when its own ``rules`` in the
+catalog meet them, for one of those tools. A failure without that
 evidence blames every requirement the check covers, as before.
 """
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from engram_mcp.conformance._run import Result, Run
 
 BROKEN_RULES = "broken_rules"  # evidence: the catalog rule ids the failing cases of a check broke
+BROKEN_TOOLS = "broken_tools"  # evidence: the tools those failing cases called (optional)
 FAILING = (Status.FAIL, Status.WARN, Status.XFAIL)  # a check that reports something the target did wrong
 # The CLI serves the bundled reference from a scratch directory of this name; a report then says `--target reference`.
 _REFERENCE_SCRATCH = "engram-conformance-"
@@ -42,10 +44,17 @@ def blamed(result: Result) -> tuple[str, ...]:
     pinned = tuple(rid for rid, messages in result.pins.items() if messages)
     judged = tuple(rid for rid in result.requirements if rid not in result.pins)
     broken = set(result.evidence.get(BROKEN_RULES) or ())
+    tools = set(result.evidence.get(BROKEN_TOOLS) or ())
     if broken:
-        narrowed = tuple(rid for rid in judged if broken & set(catalog()[rid].get("rules") or ()))
+        narrowed = tuple(rid for rid in judged if broken & set(catalog()[rid].get("rules") or ())
+                         and (not tools or _reaches(catalog()[rid], tools)))
         judged = narrowed or judged
     return tuple(dict.fromkeys([*judged, *pinned]))
+
+
+def _reaches(entry: dict[str, Any], tools: set[str]) -> bool:
+    named = set(entry.get("tools") or ())
+    return "*" in named or bool(named & tools)
 
 
 def spared(result: Result) -> tuple[str, ...]:

@@ -60,7 +60,7 @@ from engram_mcp.conformance import _checks, _pins
 from engram_mcp.conformance import _fuzz as fuzz
 from engram_mcp.conformance._checks import check, not_applicable, require
 from engram_mcp.conformance._connect import Reply
-from engram_mcp.conformance._findings import BROKEN_RULES
+from engram_mcp.conformance._findings import BROKEN_RULES, BROKEN_TOOLS
 from engram_mcp.conformance._world import World
 from engram_mcp.contract import load
 
@@ -315,6 +315,13 @@ def _record_pins(results: list[Sent]) -> None:
                         f"{sent.case.tool} {sent.case.label!r}: expected {sent.code}, got {outcome}")
 
 
+def _record_broken(world: World, wrong: list[Sent]) -> None:
+    """The rules and tools of the wrongly answered cases: the report blames only the requirements they carry."""
+    if wrong and all(sent.case.rules for sent in wrong):
+        world.evidence.add(BROKEN_RULES, sorted({rule for sent in wrong for rule in sent.case.rules}))
+        world.evidence.add(BROKEN_TOOLS, sorted({sent.case.tool for sent in wrong}))
+
+
 def _valid_problem(world: World, sent: Sent, outcome: str) -> str | None:
     """Valid arguments are never refused as invalid, nor break the target; any other answer is for other checks."""
     if outcome in REFUSALS:
@@ -395,8 +402,7 @@ def run_family(world: World, harness: Any, check_id: str, family: str, tool: str
     world.evidence.add("valid_sent", sum(1 for s in results if s.valid))
     world.evidence.add("outcomes", dict(collections.Counter(_outcome(s.reply) for s in results)))
     world.evidence.add("wrong", len(problems))
-    if problems and all(sent.case.rules for sent, _ in problems):  # the report blames the requirements of these rules
-        world.evidence.add(BROKEN_RULES, sorted({rule for sent, _ in problems for rule in sent.case.rules}))
+    _record_broken(world, [sent for sent, _ in problems])
     if problems:
         first, why = problems[0]
         command = reproduce(harness, check_id, world.era)

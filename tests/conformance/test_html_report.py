@@ -100,6 +100,16 @@ def test_a_failure_without_rule_evidence_blames_every_requirement_of_its_check(t
     assert blamed(Result("x.y", CROSS_REFERENCES, None, Status.PASS, "n", 0.1)) == ()
 
 
+def test_the_tools_of_the_failing_cases_narrow_the_blame_further() -> None:
+    from engram_mcp.conformance._findings import BROKEN_TOOLS, blamed, spared
+
+    covered = ("EMC-ENC-001", "EMC-SRCH-001", "EMC-CAP-005", "EMC-CAP-009", "EMC-IDEM-002")  # all carry utf8_bytes
+    failed = Result("arguments.utf8-boundaries", covered, "modern", Status.FAIL, "n", 0.1, "wrong",
+                    {BROKEN_RULES: ["utf8_bytes"], BROKEN_TOOLS: ["engram_memory_get"]}, case="get")
+    assert blamed(failed) == ("EMC-ENC-001",)  # the one of them that get has
+    assert spared(failed) == covered[1:]
+
+
 # -- what a person sees --------------------------------------------------------------------------------------
 
 
