@@ -36,6 +36,7 @@ from engram_mcp.conformance._dsse import (
     EnvelopeError,
     b64decode,
     keyid_of,
+    load_public_key,
     new_key_pair,
     open_envelope,
     pae,
@@ -97,6 +98,25 @@ def test_the_envelope_signs_the_pae_and_an_independent_implementation_verifies_i
     der = subprocess.run(["openssl", "pkey", "-pubin", "-in", str(public), "-outform", "DER"], capture_output=True,
                          timeout=30).stdout
     assert signer.keyid == hashlib.sha256(der).hexdigest()
+
+
+def test_securesystemslib_verifies_the_certificate_envelope(signed: tuple[Path, Path, Path]) -> None:
+    """The DSSE implementation in-toto's own tools use accepts the envelope, and rejects it once edited."""
+    from securesystemslib.dsse import Envelope
+    from securesystemslib.exceptions import VerificationError
+    from securesystemslib.signer import SSlibKey
+
+    attestation, public, _ = signed
+    crypto_key = load_public_key(public.read_bytes())
+    key = SSlibKey.from_crypto(crypto_key, keyid=keyid_of(crypto_key))
+    envelope = Envelope.from_dict(_envelope(attestation))
+    assert set(envelope.verify([key], 1)) == {keyid_of(crypto_key)}
+    assert envelope.payload_type == PAYLOAD_TYPE
+    assert json.loads(envelope.pae().split(b" ", 4)[4])["_type"] == STATEMENT_TYPE
+    assert b'"seed":7' in envelope.payload
+    envelope.payload = envelope.payload.replace(b'"seed":7', b'"seed":8')
+    with pytest.raises(VerificationError):
+        envelope.verify([key], 1)
 
 
 def test_the_payload_type_is_authenticated() -> None:
