@@ -185,14 +185,25 @@ def run(argv: list[str]) -> int:
             return EXIT_USAGE
     if args.report_dir is not None:
         # An earlier run's attestation must not sit beside this run's report.
-        (args.report_dir / ATTESTATION_FILE).unlink(missing_ok=True)
+        try:
+            (args.report_dir / ATTESTATION_FILE).unlink(missing_ok=True)
+        except OSError as problem:
+            print(f"conformance: cannot remove {args.report_dir / ATTESTATION_FILE}: {problem.strerror}",
+                  file=sys.stderr)
+            return EXIT_USAGE
     attestation = None
     with _stdout_to_stderr(args.format == "json"):
         code, finished = _judge(args)
         if signer is not None and finished is not None:
-            attestation = write_attestation(finished, args.report_dir, signer)
-            print(f"signed: {attestation} (Ed25519, keyid {signer.keyid}); check it with "
-                  f"`conformance verify-certificate {attestation} --key PUBLIC.pem`")
+            try:
+                attestation = write_attestation(finished, args.report_dir, signer)
+            except (CertificateError, OSError) as problem:
+                # Asked for a signed result and got none: the job must not pass on the verdict alone.
+                print(f"conformance: no attestation: {problem}", file=sys.stderr)
+                code = EXIT_ENVIRONMENT
+            else:
+                print(f"signed: {attestation} (Ed25519, keyid {signer.keyid}); check it with "
+                      f"`conformance verify-certificate {attestation} --key PUBLIC.pem`")
         elif signer is not None:
             print("conformance: no attestation: the run was not judged", file=sys.stderr)
     if args.format == "json":
