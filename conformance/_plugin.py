@@ -1,8 +1,8 @@
 """The pytest plugin that turns the suite into a conformance run: its hooks and fixtures.
 
-Load it with ``-p engram_mcp.conformance.plugin`` (the public name; the
-``pytest11`` entry point loads it too) or run ``conformance``, which calls
-``run_suite``. The hooks add the run's options, build the Run
+The public module ``engram_mcp.conformance.plugin`` (the ``pytest11`` entry
+point) adds the options and loads this module once a run names ``--target``;
+``conformance`` calls ``run_suite``. The hooks build the Run
 (``_run``), run the preflight (``_preflight``), give checks a World, turn each
 outcome into a status (``_status``) and judge and report the run when the
 session ends. The judged exit code is ``Run.exit_code``, returned by
@@ -45,6 +45,8 @@ __all__ = ["EXIT_CONFORMANT", "EXIT_INCOMPLETE", "EXIT_MUST_FAILED", "EXIT_STALE
 SUITE = Path(__file__).resolve().parent / "suite"
 PUBLIC_NAME = "engram_mcp.conformance.plugin"  # also the pytest11 entry point's name, so -p finds it loaded
 _STATE = pytest.StashKey[Run]()
+# The options live in the light public module; loaded by its own name (-p ..._plugin), this module brings them.
+pytest_plugins = [PUBLIC_NAME]
 
 
 # -- running the suite -------------------------------------------------------
@@ -97,36 +99,10 @@ def run_suite(options: Sequence[str], *, verbose: bool = False, quiet: bool = Fa
     return Outcome(EXIT_USAGE if code == pytest.ExitCode.USAGE_ERROR else EXIT_UNREACHABLE, keep.run)
 
 
-# -- options -------------------------------------------------------------------
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("engram", "Engram memory over MCP conformance")
-    group.addoption("--target", help="stdio:CMD or an http(s):// URL of the MCP endpoint under test")
-    group.addoption("--profile", help="the target's host profile (TOML, spec/profile.md); without one, only checks "
-                                      "that need no host identity run")
-    group.addoption("--era", choices=["legacy", "modern", "both"], default="both",
-                    help="MCP protocol eras to test: legacy (initialize, up to 2025-11-25), modern (2026-07-28)")
-    group.addoption("--select", action="append", default=[],
-                    help="run only checks whose id or requirement id starts with this")
-    group.addoption("--seed", type=int, default=0, help="seed for generated cases (0: a fixed default)")
-    group.addoption("--examples", type=int, default=25, help="generated cases per tool and mode")
-    group.addoption("--score-unverified", action="store_true",
-                    help="score requirements the contract marks unverified too")
-    group.addoption("--expected-failures",
-                    help="baseline file: check ids (check, check@era or check@era[case]) expected to fail")
-    group.addoption("--report-dir", help="write report.jsonl, certificate.md, report.html and badge.json here")
-    group.addoption("--call-timeout", type=float, default=30.0, help="seconds to wait for any one reply")
-    group.addoption("--level", choices=["contract", "profile"], default="contract",
-                    help="contract: score the contract's requirements and the wiring the harness needs as host; "
-                         "profile: score this project's host-profile pins too")
-    group.addoption("--deep", action="store_true", help="also run the checks that wait long (a 300 s confirmation "
-                                                         "TTL, expiry windows) instead of leaving them not exercised")
-
+# -- the run -------------------------------------------------------------------
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "engram_check(id, requirements): a conformance check")
     if not config.getoption("--target"):
         return
     try:

@@ -2,23 +2,67 @@
 
 Installed, the package registers this module under the ``pytest11`` entry
 point ``engram_mcp.conformance.plugin``; ``-p engram_mcp.conformance.plugin``
-loads it where plugin autoloading is off. The plugin does nothing until a run
-names its target::
+loads it where plugin autoloading is off. It stays idle, and light, until a
+run names its target::
 
-    pytest --pyargs engram_mcp.conformance.suite -p engram_mcp.conformance.plugin \\
-        --target stdio:'my-server' --profile host.toml
+    pytest --pyargs engram_mcp.conformance.suite --target stdio:'my-server' --profile host.toml
 
-The hooks and fixtures live in ``_plugin``, which this module pulls in through
-``pytest_plugins`` so that pytest registers them once, whichever name loaded
-them. ``run_suite`` runs the suite in-process and returns its verdict as a
-value; ``run_of(config)`` gives a session's Run.
+This module only adds the options; with ``--target`` it loads the hooks and
+fixtures (``_plugin``), which pull in the MCP client. ``run_suite`` runs the
+suite in-process and returns an Outcome (the judged exit code and the Run);
+``run_of(config)`` gives a session's Run.
 """
 
 from __future__ import annotations
 
-from engram_mcp.conformance._plugin import Outcome, run_of, run_suite
-from engram_mcp.conformance._run import Result, Run, ServerInfo
+import importlib
+from typing import TYPE_CHECKING, Any
 
-pytest_plugins = ["engram_mcp.conformance._plugin"]
+import pytest
+
+if TYPE_CHECKING:
+    from engram_mcp.conformance._plugin import Outcome, run_of, run_suite
+    from engram_mcp.conformance._run import Result, Run, ServerInfo
 
 __all__ = ["Outcome", "Result", "Run", "ServerInfo", "run_of", "run_suite"]
+HOOKS = "engram_mcp.conformance._plugin"
+# Public names, imported on first use so that an autoloaded plugin costs nothing in unrelated pytest runs.
+_LAZY = {"Outcome": HOOKS, "run_of": HOOKS, "run_suite": HOOKS, "Result": "engram_mcp.conformance._run",
+         "Run": "engram_mcp.conformance._run", "ServerInfo": "engram_mcp.conformance._run"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("engram", "Engram memory over MCP conformance")
+    group.addoption("--target", help="stdio:CMD or an http(s):// URL of the MCP endpoint under test")
+    group.addoption("--profile", help="the target's host profile (TOML, spec/profile.md); without one, only checks "
+                                      "that need no host identity run")
+    group.addoption("--era", choices=["legacy", "modern", "both"], default="both",
+                    help="MCP protocol eras to test: legacy (initialize, up to 2025-11-25), modern (2026-07-28)")
+    group.addoption("--select", action="append", default=[],
+                    help="run only checks whose id or requirement id starts with this")
+    group.addoption("--seed", type=int, default=0, help="seed for generated cases (0: a fixed default)")
+    group.addoption("--examples", type=int, default=25, help="generated cases per tool and mode")
+    group.addoption("--score-unverified", action="store_true",
+                    help="score requirements the contract marks unverified too")
+    group.addoption("--expected-failures",
+                    help="baseline file: check ids (check, check@era or check@era[case]) expected to fail")
+    group.addoption("--report-dir", help="write report.jsonl, certificate.md, report.html and badge.json here")
+    group.addoption("--call-timeout", type=float, default=30.0, help="seconds to wait for any one reply")
+    group.addoption("--level", choices=["contract", "profile"], default="contract",
+                    help="contract: score the contract's requirements and the wiring the harness needs as host; "
+                         "profile: score this project's host-profile pins too")
+    group.addoption("--deep", action="store_true", help="also run the checks that wait long (a 300 s confirmation "
+                                                         "TTL, expiry windows) instead of leaving them not exercised")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "engram_check(id, requirements): a conformance check")
+    if config.getoption("--target"):
+        config.pluginmanager.import_plugin(HOOKS)  # a no-op when -p loaded it already
