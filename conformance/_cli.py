@@ -289,6 +289,8 @@ def verify_certificate(argv: list[str]) -> int:
     parser.add_argument("--key", type=Path, required=True, help="the signer's Ed25519 public key (PEM)")
     parser.add_argument("--report", type=Path,
                         help="the report.jsonl it attests (default: the one beside FILE, if any)")
+    parser.add_argument("--format", choices=["text", "json"], default="text",
+                        help="json: one JSON object (verified, conformant, exit_code, keyid, report, statement, error)")
     args = parser.parse_args(argv)
     try:
         verifier = verifier_from_file(args.key)
@@ -298,18 +300,28 @@ def verify_certificate(argv: list[str]) -> int:
     if not args.file.is_file():
         print(f"conformance: no file {args.file}", file=sys.stderr)
         return EXIT_USAGE
+    attested: Attested | None = None
     try:
-        attested: Attested = verify(args.file, verifier, args.report)
+        attested = verify(args.file, verifier, args.report)
     except CertificateError as problem:
-        print(f"NOT VERIFIED: {problem}")
-        return EXIT_NOT_VERIFIED
-    for line in describe(attested):
-        print(line)
-    if not attested.conformant:
-        print("AUTHENTIC, BUT NOT A CERTIFICATE OF CONFORMANCE: the attested run is not conformant")
-        return EXIT_NOT_CONFORMANT
-    print("VERIFIED: a certificate of conformance")
-    return 0
+        code, lines = EXIT_NOT_VERIFIED, [f"NOT VERIFIED: {problem}"]
+    else:
+        code = 0 if attested.conformant else EXIT_NOT_CONFORMANT
+        lines = [*describe(attested), "VERIFIED: a certificate of conformance" if attested.conformant else
+                 "AUTHENTIC, BUT NOT A CERTIFICATE OF CONFORMANCE: the attested run is not conformant"]
+    if args.format == "json":
+        print(json.dumps({
+            "exit_code": code, "verified": attested is not None,
+            "conformant": attested.conformant if attested else None,
+            "keyid": attested.keyid if attested else None,
+            "report": str(attested.report) if attested and attested.report else None,
+            "statement": attested.statement if attested else None,
+            "error": lines[0].removeprefix("NOT VERIFIED: ") if attested is None else None,
+            "notes": attested.notes if attested else [],
+        }, ensure_ascii=False, sort_keys=True))
+    else:
+        print("\n".join(lines))
+    return code
 
 
 def _explain_command(argv: list[str]) -> int:

@@ -335,6 +335,19 @@ def test_verify_certificate_prints_what_it_attests(signed: tuple[Path, Path, Pat
     assert "NOT CHECKED" in capsys.readouterr().out
 
 
+def test_verify_certificate_speaks_json_for_scripts(signed: tuple[Path, Path, Path],
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    attestation, public, report = signed
+    assert main(["verify-certificate", str(attestation), "--key", str(public), "--format", "json"]) == 0
+    said = json.loads(capsys.readouterr().out)
+    assert said["verified"] is True and said["conformant"] is True and said["exit_code"] == 0
+    assert said["report"] == str(report) and said["statement"]["predicate"]["seed"] == 7 and said["error"] is None
+    report.write_text(report.read_text() + "\n")
+    assert main(["verify-certificate", str(attestation), "--key", str(public), "--format", "json"]) == EXIT_NOT_VERIFIED
+    said = json.loads(capsys.readouterr().out)
+    assert said["verified"] is False and said["statement"] is None and "does not match" in said["error"]
+
+
 def test_an_authentic_attestation_of_a_failing_run_is_no_certificate(tmp_path: Path,
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
     private, public = _keys(tmp_path)
