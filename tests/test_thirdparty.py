@@ -22,6 +22,7 @@ them are skipped and say so.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -92,10 +93,8 @@ def _stop(process: subprocess.Popen[Any]) -> None:
             os.killpg(process.pid, signal.SIGTERM)
             process.wait(timeout=10)
         except (ProcessLookupError, subprocess.TimeoutExpired):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             process.wait(timeout=10)
 
 
@@ -233,7 +232,8 @@ def run_of(reference_dir: ReferenceDir, tmp_path_factory: pytest.TempPathFactory
                 target = "stdio:" + shlex.join([sys.executable, str(NAIVE_SERVER)])
             else:
                 # server-memory keeps its graph in a file beside its script unless told otherwise.
-                command = ["env", f"MEMORY_FILE_PATH={tmp / 'memory.jsonl'}", "node", str(SCOPED / name / "dist" / "index.js")]
+                command = ["env", f"MEMORY_FILE_PATH={tmp / 'memory.jsonl'}", "node",
+                           str(SCOPED / name / "dist" / "index.js")]
                 target = "stdio:" + shlex.join(command + (["stdio"] if name == "server-everything" else []))
             # Fewer generated cases than the default: the naive server's defects show in the first few.
             options = ("--examples", "5") if name == "naive" else ()
@@ -339,7 +339,8 @@ def test_the_naive_server_is_reported_with_its_real_defects(run_of: Any) -> None
             if fragment:
                 assert any(fragment in r["message"] for r in failures), (check, era, failures[0]["message"])
     # Every forged binding is served, in both eras.
-    assert set(run.statuses("binding.untrusted-call", "legacy")) == set(run.statuses("binding.untrusted-call", "modern")) == {"FAIL"}
+    untrusted = "binding.untrusted-call"
+    assert set(run.statuses(untrusted, "legacy")) == set(run.statuses(untrusted, "modern")) == {"FAIL"}
 
 
 # -- the official MCP conformance suite against the reference over HTTP -----------------
@@ -425,8 +426,9 @@ def test_the_pinned_official_releases_are_the_ones_judged() -> None:
     for suite in OFFICIAL_SUITES:
         package = json.loads((suite.entry.parents[1] / "package.json").read_text(encoding="utf-8"))
         assert package["name"] == "@modelcontextprotocol/conformance" and package["version"] == suite.version
-    official = {spec.rpartition("@")[2] if spec.startswith("npm:") else spec for name, spec in pinned.items()
-                if name == "@modelcontextprotocol/conformance" or spec.startswith("npm:@modelcontextprotocol/conformance@")}
+    alias = "npm:@modelcontextprotocol/conformance@"
+    official = {spec.removeprefix(alias) for name, spec in pinned.items()
+                if name == "@modelcontextprotocol/conformance" or spec.startswith(alias)}
     assert official == {suite.version for suite in OFFICIAL_SUITES}
 
 
@@ -487,7 +489,7 @@ def test_official_scenario_against_the_reference(suite: OfficialSuite, scenario:
             excused.add(check["id"])
     assert not bad, f"{suite.version} {scenario}: {bad}"
     stale = set(judgement.get("untestable", {})) - excused
-    assert not stale, f"judged untestable, yet passed or never reported (update official-scenarios.toml): {sorted(stale)}"
+    assert not stale, f"judged untestable, yet passed or not reported (update official-scenarios.toml): {sorted(stale)}"
     assert any(c["status"] == "SUCCESS" for c in checks), f"{scenario} passed nothing: {checks}"
     # The suite exits non-zero for any check that did not pass, including those it could not exercise.
     assert code == (1 if excused else 0), f"{scenario}: exit {code}\n{stdout[-2000:]}"
@@ -545,7 +547,7 @@ def test_inspector_lists_and_calls_over_stdio(inspector_dir: ReferenceDir) -> No
     assert code == 0 and isinstance(listed, dict), output[-2000:]
     assert sorted(t["name"] for t in listed["tools"]) == sorted(TOOLS)
     code, unbound, output = _inspector(*_stdio_target(inspector_dir), "--method", "tools/list")
-    assert code == 0 and unbound == {"tools": []}, f"tools/list without a binding is empty (EMC-HP-013): {output[-500:]}"
+    assert code == 0 and unbound == {"tools": []}, f"tools/list with no binding is empty (EMC-HP-013): {output[-500:]}"
     code, reply, output = _inspector(*_stdio_target(inspector_dir), *_search(inspector_dir), *_meta(inspector_dir))
     assert code == 0, output[-2000:]
     _assert_search_envelope(reply, output)

@@ -1,0 +1,385 @@
+"""CI integration: the composite GitHub Action (action.yml), its annotations, and the GitLab job.
+
+- action.yml, the README's workflow example and the GitLab job are valid against the schemas their
+  platforms publish (vendored under tests/data/, with their origin and licence);
+- the action's own shell steps run here as the runner runs them (``bash --noprofile --norc -eo
+  pipefail``, inputs through env, ``GITHUB_OUTPUT`` files), against a faulty target, an unreachable
+  one and a bad ``args``; only the two ``uses:`` steps (setup-python, upload-artifact) and the pip
+  install are left to GitHub — the harness under test is already installed;
+- the GitLab job's script runs in ``sh`` the same way.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "tests" / "data"
+ACTION = ROOT / "action.yml"
+ANNOTATE = ROOT / "ci" / "annotate.py"
+GITLAB_TEMPLATE = ROOT / "ci" / "gitlab-conformance.yml"
+BIN = Path(sys.executable).parent
+FAULTY = ROOT / "tests" / "faulty" / "targets.py"
+RUN_TIMEOUT = 240  # seconds; a selected run of one family takes well under a minute
+
+
+def _load_yaml(text: str) -> Any:
+    """YAML as GitHub and GitLab read it: `on` is a key, not YAML 1.1's boolean true."""
+    loaded = yaml.safe_load(text)
+    if isinstance(loaded, dict) and True in loaded:
+        loaded["on"] = loaded.pop(True)
+    return loaded
+
+
+def _validator(relative: str) -> jsonschema.Draft7Validator:
+    schema = json.loads((DATA / relative).read_text(encoding="utf-8"))
+    jsonschema.Draft7Validator.check_schema(schema)
+    return jsonschema.Draft7Validator(schema)
+
+
+def _errors(validator: jsonschema.Draft7Validator, instance: Any) -> list[str]:
+    return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(instance)]
+
+
+def _action() -> dict[str, Any]:
+    return _load_yaml(ACTION.read_text(encoding="utf-8"))
+
+
+def _readme_blocks(language: str) -> list[str]:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Use in CI", 1)
+    assert len(section) == 2, "the README has no 'Use in CI' section"
+    body = section[1].split("\n## ", 1)[0]
+    return re.findall(rf"```{language}\n(.*?)```", body, re.S)
+
+
+# -- the published schemas ---------------------------------------------------------------
+
+
+def test_action_metadata_is_valid_against_the_published_schema() -> None:
+    assert _errors(_validator("schemastore/github-action.json"), _action()) == []
+
+
+@pytest.mark.parametrize("fault", ["no steps", "run without shell", "input without description", "unknown key",
+                                   "output without value"])
+def test_the_action_schema_check_catches_a_broken_action(fault: str) -> None:
+    """The schema check is not vacuous: each of these breaks a rule GitHub enforces when it loads an action."""
+    broken = copy.deepcopy(_action())
+    if fault == "no steps":
+        del broken["runs"]["steps"]
+    elif fault == "run without shell":
+        next(s for s in broken["runs"]["steps"] if "run" in s).pop("shell")
+    elif fault == "input without description":
+        broken["inputs"]["target"].pop("description")
+    elif fault == "unknown key":
+        broken["permissions"] = {"contents": "read"}
+    else:
+        broken["outputs"]["exit-code"].pop("value")
+    assert _errors(_validator("schemastore/github-action.json"), broken), f"{fault} passed the schema"
+
+
+def test_the_readme_workflow_example_is_a_valid_workflow_using_this_action() -> None:
+    workflows = [_load_yaml(block) for block in _readme_blocks("yaml") if "runs-on" in block]
+    assert workflows, "the README's 'Use in CI' section has no GitHub workflow example"
+    validator = _validator("schemastore/github-workflow.json")
+    inputs = set(_action()["inputs"])
+    for workflow in workflows:
+        assert _errors(validator, workflow) == []
+        steps = [s for job in workflow["jobs"].values() for s in job["steps"]]
+        ours = [s for s in steps if "engram" in s.get("uses", "")]
+        assert ours, "the example does not use the action"
+        for step in ours:
+            assert set(step.get("with", {})) <= inputs, set(step.get("with", {})) - inputs
+            assert "target" in step["with"]
+
+
+def test_the_gitlab_job_is_valid_and_reports_junit() -> None:
+    validator = _validator("gitlab/ci.json")
+    jobs = [_load_yaml(GITLAB_TEMPLATE.read_text(encoding="utf-8"))]
+    jobs += [_load_yaml(block) for block in _readme_blocks("yaml") if "script" in block or "include" in block]
+    assert len(jobs) >= 2, "the README's 'Use in CI' section has no GitLab example"
+    for config in jobs:
+        assert _errors(validator, config) == []
+    job = jobs[0]["engram-conformance"]
+    assert job["artifacts"]["reports"]["junit"] == "$CONFORMANCE_REPORT_DIR/junit.xml"
+    assert job["artifacts"]["when"] == "always", "a failing run must keep its reports"
+    assert _errors(validator, {"engram-conformance": {**job, "artifacts": {"reports": {"junit": 5}}}}), \
+        "the GitLab schema check is vacuous"
+
+
+def test_no_input_is_ever_read_as_shell_code() -> None:
+    """GitHub pastes ${{ }} into a script before the shell reads it: inputs go through env only."""
+    action = _action()
+    declared = set(action["inputs"])
+    used: set[str] = set()
+    for step in action["runs"]["steps"]:
+        assert "${{" not in step.get("run", ""), f"an expression inside the script of {step['name']!r}"
+        for value in [*step.get("env", {}).values(), *step.get("with", {}).values()]:
+            used |= set(re.findall(r"\binputs\.([\w-]+)", str(value)))
+        used |= set(re.findall(r"\binputs\.([\w-]+)", step.get("if", "")))
+    assert used <= declared, used - declared
+    assert declared - used == set(), f"inputs nothing reads: {declared - used}"
+
+
+# -- annotations -----------------------------------------------------------------------------
+
+
+def _annotate(rows: list[dict[str, Any]] | None, tmp_path: Path, code: int = 1) -> list[str]:
+    report = tmp_path / "report"
+    report.mkdir(exist_ok=True)
+    if rows is not None:
+        (report / "report.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    done = subprocess.run([sys.executable, str(ANNOTATE), str(report), "--exit-code", str(code)], capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "GITHUB_OUTPUT": "", "GITHUB_STEP_SUMMARY": ""})
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+def _check(status: str, message: str, case: str | None = None, check: str = "search.limit") -> dict[str, Any]:
+    label = f"{check}@modern" + (f"[{case}]" if case else "")
+    return {"type": "check", "check": check, "era": "modern", "case": case, "label": label, "status": status,
+            "message": message, "requirements": ["EMC-SRCH-004", "EMC-SRCH-005"], "blamed": ["EMC-SRCH-005"]}
+
+
+def test_each_failure_is_one_error_annotation_titled_with_its_case(tmp_path: Path) -> None:
+    rows = [{"type": "header"}, _check("PASS", "ok"), _check("FAIL", "limit 3 gave 4 records\nsecond line", "limit=3"),
+            _check("WARN", "100% of: the page, a, b"), {"type": "footer", "exit_code": 1,
+                                                         "verdict": "VERDICT: not conformant (a MUST failed)"}]
+    assert _annotate(rows, tmp_path) == [
+        "::error title=search.limit@modern[limit=3]::FAIL: limit 3 gave 4 records (breaks EMC-SRCH-005)",
+        "::warning title=search.limit@modern::WARN: 100%25 of: the page, a, b (breaks EMC-SRCH-005)",
+        "::error title=conformance verdict::VERDICT: not conformant (a MUST failed)",
+    ]
+
+
+def test_annotation_properties_are_escaped(tmp_path: Path) -> None:
+    rows = [_check("FAIL", "x", check="a:b,c%d"), {"type": "footer", "exit_code": 1, "verdict": "v"}]
+    rows[0]["label"] = None
+    assert _annotate(rows, tmp_path)[0].startswith("::error title=a%3Ab%2Cc%25d@modern::")
+
+
+def test_past_ten_failures_the_rest_are_counted(tmp_path: Path) -> None:
+    rows = [_check("FAIL", f"failure {n}", str(n)) for n in range(14)]
+    lines = _annotate([*rows, {"type": "footer", "exit_code": 1, "verdict": "v"}], tmp_path)
+    assert sum(line.startswith("::error title=search.limit") for line in lines) == 10
+    assert "::error::4 more checks ended error: see report.html in the artifact" in lines
+
+
+def test_a_run_that_wrote_no_report_still_fails_visibly(tmp_path: Path) -> None:
+    assert _annotate(None, tmp_path, code=2) == [
+        "::error title=conformance::conformance wrote no complete report.jsonl (exit 2): see the step's log"]
+
+
+def test_a_conformant_run_is_a_notice(tmp_path: Path) -> None:
+    lines = _annotate([_check("PASS", "ok"), {"type": "footer", "exit_code": 0, "verdict": "VERDICT: conformant"}],
+                      tmp_path, code=0)
+    assert lines == ["::notice title=conformance verdict::VERDICT: conformant"]
+
+
+# -- the action's steps, run as the runner runs them -------------------------------------------
+
+EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
+LEFT_TO_GITHUB = ("actions/setup-python@", "actions/upload-artifact@")
+
+
+@dataclass
+class Step:
+    name: str
+    ran: bool
+    code: int = 0
+    output: str = ""
+
+
+@dataclass
+class ActionRun:
+    context: dict[str, str]
+    steps: list[Step] = field(default_factory=list)
+    failed: bool = False
+
+    def step(self, name: str) -> Step:
+        return next(s for s in self.steps if s.name == name)
+
+    def output(self, name: str) -> str:
+        """An output of the action, resolved as GitHub resolves outputs.<name>.value."""
+        return EXPRESSION.sub(lambda m: self.context.get(m.group(1), ""), _action()["outputs"][name]["value"])
+
+
+def _evaluate(expression: str, context: dict[str, str], failed: bool) -> bool:
+    """The few `if:` forms action.yml uses: always(), success() (the default) and `inputs.x == 'v'`, joined by &&."""
+    verdict = True
+    for term in (t.strip() for t in expression.split("&&")):
+        if term == "always()":
+            continue
+        if term == "success()":
+            verdict &= not failed
+            continue
+        compared = re.fullmatch(r"([\w.-]+)\s*(==|!=)\s*'([^']*)'", term)
+        assert compared, f"the emulation does not know the condition {term!r}: keep action.yml's conditions simple"
+        equal = context.get(compared.group(1), "") == compared.group(3)
+        verdict &= equal if compared.group(2) == "==" else not equal
+    if "always()" not in expression and "success()" not in expression:
+        verdict &= not failed
+    return verdict
+
+
+def _resolve(value: Any, context: dict[str, str]) -> str:
+    def known(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name.startswith("steps.") and name not in context:
+            return ""  # as on GitHub: an output a step did not set reads as empty
+        assert name in context, f"the emulation does not know ${{{{ {name} }}}}"
+        return context[name]
+
+    return EXPRESSION.sub(known, str(value))
+
+
+def run_action(inputs: dict[str, str], workspace: Path) -> ActionRun:
+    action = _action()
+    context = {f"inputs.{name}": inputs.get(name, spec.get("default", "")) for name, spec in action["inputs"].items()}
+    context["github.action_path"] = str(ROOT)
+    run = ActionRun(context)
+    runner_temp = workspace / "runner-temp"
+    runner_temp.mkdir(parents=True, exist_ok=True)
+    for number, step in enumerate(action["runs"]["steps"]):
+        name = step["name"]
+        if not _evaluate(step.get("if", "success()"), context, run.failed):
+            run.steps.append(Step(name, ran=False))
+            continue
+        if "uses" in step:
+            assert step["uses"].startswith(LEFT_TO_GITHUB), step["uses"]
+            run.steps.append(Step(name, ran=False))
+            continue
+        if step["run"].startswith("python -m pip install"):
+            run.steps.append(Step(name, ran=False))  # the package under test is installed already
+            continue
+        assert step["shell"] == "bash"
+        script = runner_temp / f"step-{number}.sh"
+        script.write_text(step["run"], encoding="utf-8")
+        github_output = runner_temp / f"output-{number}"
+        github_output.touch()
+        env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "RUNNER_TEMP": str(runner_temp),
+               "GITHUB_OUTPUT": str(github_output), "GITHUB_STEP_SUMMARY": str(runner_temp / "summary.md"),
+               **{key: _resolve(value, context) for key, value in step.get("env", {}).items()}}
+        done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)], cwd=workspace,
+                              env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT, stdin=subprocess.DEVNULL)
+        run.steps.append(Step(name, ran=True, code=done.returncode, output=done.stdout + done.stderr))
+        run.failed |= done.returncode != 0
+        for line in github_output.read_text(encoding="utf-8").splitlines():
+            key, _, value = line.partition("=")
+            if "id" in step:
+                context[f"steps.{step['id']}.outputs.{key}"] = value
+    return run
+
+
+@dataclass
+class Reference:
+    path: Path
+
+    @property
+    def profile(self) -> Path:
+        return self.path / "conformance-profile.toml"
+
+    def faulty(self, variant: str) -> str:
+        """A faulty variant of the reference (tests/faulty/targets.py) as a stdio target."""
+        return "stdio:" + shlex.join([sys.executable, str(FAULTY), variant, "--config", str(self.path / "server.toml")])
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> Reference:
+    path = tmp_path_factory.mktemp("ci-reference") / "engram dir"  # a space: every path must stay one argument
+    subprocess.run([sys.executable, "-m", "engram_mcp.reference", "init", str(path)], check=True, capture_output=True,
+                   timeout=120)
+    return Reference(path)
+
+
+def _keygen(directory: Path) -> tuple[str, Path]:
+    private = directory / "signing.pem"
+    subprocess.run([sys.executable, "-m", "engram_mcp.conformance", "keygen", str(private)], check=True,
+                   capture_output=True, timeout=60)
+    return private.read_text(encoding="utf-8"), private.with_name(private.name + ".pub")
+
+
+def test_the_action_signs_annotates_and_fails_a_faulty_server(reference: Reference, tmp_path: Path) -> None:
+    key, public = _keygen(tmp_path)
+    run = run_action({"target": reference.faulty("unknown-tool-is-result"), "profile": str(reference.profile),
+                      "args": "--select discovery.unknown-tool --era 'legacy'", "report-dir": "out/conformance report",
+                      "sign-key": key}, tmp_path)
+    conformance = run.step("Run conformance")
+    assert conformance.ran and conformance.code == 0, conformance.output[-3000:]
+    assert run.output("exit-code") == "1", conformance.output[-3000:]
+    annotations = run.step("Annotate the failures").output.splitlines()
+    failure = "::error title=discovery.unknown-tool@legacy[unknown]::FAIL: expected a JSON-RPC error, got a result"
+    assert any(line.startswith(failure) for line in annotations), annotations
+    assert annotations[-1] == "::error title=conformance verdict::VERDICT: not conformant (a MUST failed)"
+    assert run.output("verdict") == "VERDICT: not conformant (a MUST failed)"
+    assert "VERDICT: not conformant" in (tmp_path / "runner-temp" / "summary.md").read_text(encoding="utf-8")
+    final = run.step("Fail unless conformant")
+    assert final.ran and final.code == 1 and run.failed
+    # The reports are where the artifact step uploads them from, signed, and the key left no copy behind.
+    reports = tmp_path / run.output("report-dir")
+    written = {p.name for p in reports.iterdir()}
+    assert {"report.jsonl", "junit.xml", "report.html", "report.jsonl.intoto.jsonl"} <= written, written
+    assert not list((tmp_path / "runner-temp").glob("conformance-key.*"))
+    verified = subprocess.run([sys.executable, "-m", "engram_mcp.conformance", "verify-certificate",
+                               str(reports / "report.jsonl.intoto.jsonl"), "--key", str(public),
+                               "--report", str(reports / "report.jsonl")], capture_output=True, text=True, timeout=60)
+    # Exit 6 (conformance verify-certificate --help): authentic, and attesting a run that is not conformant.
+    assert verified.returncode == 6, verified.stdout + verified.stderr
+    assert "signature: valid" in verified.stdout and "VERDICT: not conformant" in verified.stdout
+
+
+def test_the_action_reports_an_unreachable_target(tmp_path: Path) -> None:
+    run = run_action({"target": "stdio:" + str(tmp_path / "no-such-server"), "fail-on-verdict": "true"}, tmp_path)
+    assert run.output("exit-code") == "3", run.step("Run conformance").output[-3000:]
+    assert run.step("Annotate the failures").output.splitlines()[-1].startswith("::error title=conformance verdict::")
+    assert run.step("Fail unless conformant").code == 3
+
+
+def test_the_action_can_report_without_failing(tmp_path: Path) -> None:
+    run = run_action({"target": "reference", "args": "--era bogus", "fail-on-verdict": "false"}, tmp_path)
+    assert run.output("exit-code") == "2", run.step("Run conformance").output[-2000:]  # a usage error
+    assert run.step("Annotate the failures").output.startswith("::error title=conformance::conformance wrote no")
+    assert not run.step("Fail unless conformant").ran and not run.failed
+
+
+def test_args_are_never_evaluated(tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    run = run_action({"target": "reference", "args": f"--select $(touch {marker}) '"}, tmp_path)
+    conformance = run.step("Run conformance")
+    assert conformance.code != 0 and "No closing quotation" in conformance.output, conformance.output[-2000:]
+    assert not marker.exists()
+    # The annotate step still runs (if: always()) and says why there is no report.
+    assert run.step("Annotate the failures").output.startswith("::error title=conformance::conformance wrote no")
+    assert not run.step("Fail unless conformant").ran
+
+
+# -- the GitLab job's script, run in sh ------------------------------------------------------------
+
+
+def test_the_gitlab_job_runs_the_harness_and_leaves_its_junit(reference: Reference, tmp_path: Path) -> None:
+    template = _load_yaml(GITLAB_TEMPLATE.read_text(encoding="utf-8"))
+    job = template["engram-conformance"]
+    lines = [line for line in job["script"] if not line.startswith("python -m pip install")]
+    variables = {**template["variables"], "CONFORMANCE_TARGET": reference.faulty("unknown-tool-is-result"),
+                 "CONFORMANCE_PROFILE": str(reference.profile),
+                 "CONFORMANCE_ARGS": "--select discovery.unknown-tool --era legacy"}
+    done = subprocess.run(["sh", "-ec", "\n".join(lines)], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=RUN_TIMEOUT, env={**os.environ, **variables,
+                                                    "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"})
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    junit = tmp_path / job["artifacts"]["reports"]["junit"].replace("$CONFORMANCE_REPORT_DIR",
+                                                                     variables["CONFORMANCE_REPORT_DIR"])
+    assert junit.is_file() and "discovery.unknown-tool" in junit.read_text(encoding="utf-8")
