@@ -110,20 +110,23 @@ def statement_of(report: bytes, predicate: dict[str, Any]) -> dict[str, Any]:
             "predicateType": PREDICATE_TYPE, "predicate": predicate}
 
 
+def _pem(path: Path, what: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as problem:
+        raise CertificateError(f"cannot read the {what} {path}: {problem.strerror}") from None
+
+
 def signer_from_file(path: Path) -> Signer:
     try:
-        return Ed25519Signer(load_private_key(path.read_bytes()))
-    except OSError as problem:
-        raise CertificateError(f"cannot read the signing key {path}: {problem.strerror}") from None
+        return Ed25519Signer(load_private_key(_pem(path, "signing key")))
     except EnvelopeError as problem:
         raise CertificateError(f"{path}: {problem}") from None
 
 
 def verifier_from_file(path: Path) -> Verifier:
     try:
-        return Ed25519Verifier(load_public_key(path.read_bytes()))
-    except OSError as problem:
-        raise CertificateError(f"cannot read the public key {path}: {problem.strerror}") from None
+        return Ed25519Verifier(load_public_key(_pem(path, "public key")))
     except EnvelopeError as problem:
         raise CertificateError(f"{path}: {problem}") from None
 
