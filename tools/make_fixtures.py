@@ -15,9 +15,16 @@ Every expectation here is written by hand from the contract (the section each
 case cites) and from spec/rules.json. Nothing in this file asks the argument
 oracle: tests/test_fixtures.py compares the two.
 
-Only the standard library is used, so the output does not depend on the
-project's own canonical-JSON or digest code either.
+Besides the contract data, the only project code used is the fuzzer's
+vocabulary and path helpers (engram_mcp.conformance._fuzz.vocabulary and
+.paths: tool names, characters, copies edited at a path), which use the
+standard library alone; so the output does not depend on the project's own
+canonical-JSON or digest code either.
 """
+
+# The corpus is data written one case to a line, which reads better than wrapped calls;
+# each tool's cases stay in one function so that they read in the order they are written.
+# ruff: noqa: E501, PLR0915
 
 from __future__ import annotations
 
@@ -26,21 +33,32 @@ import copy
 import json
 import re
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from engram_mcp.conformance._fuzz.paths import drop, edit, put, rename
+from engram_mcp.conformance._fuzz.paths import label_of as label
+from engram_mcp.conformance._fuzz.vocabulary import (
+    ADMIT,
+    ANGSTROM,
+    C1,
+    C2,
+    C3,
+    C4,
+    CAPTURE,
+    FORGET,
+    GET,
+    JAMO,
+    NFD_E,
+    SEARCH,
+    WITHDRAW,
+)
+from engram_mcp.conformance._fuzz.vocabulary import DIGEST_A as A
+from engram_mcp.conformance._fuzz.vocabulary import DIGEST_B as B
 from engram_mcp.contract import load
 
 ROOT = Path(__file__).resolve().parents[1]
-
-SEARCH = "engram_memory_search"
-GET = "engram_memory_get"
-CAPTURE = "engram_memory_capture"
-ADMIT = "engram_memory_request_admission"
-WITHDRAW = "engram_memory_withdraw"
-FORGET = "engram_memory_forget"
-TOOLS = (SEARCH, GET, CAPTURE, ADMIT, WITHDRAW, FORGET)
 
 # Rule codes come from the contract data; the verdicts below are written by
 # hand, independently of the argument oracle they test.
@@ -53,8 +71,6 @@ PRECEDENCE: list[str] = list(CONTRACT.code_precedence)
 ARGUMENTS_MAX_BYTES = 1_048_576
 MAX_SAFE = 2**53 - 1
 NOW = "2026-08-16T12:34:56.789Z"  # the capture time given to clock rules
-A = "sha256:" + "a" * 64
-B = "sha256:" + "b" * 64
 RECORD_ID = "mem_y5lyhrr2w42rak7rz6h3gypy53rhohj2zszdhj7gpqzvjnijiqkq"  # record id of the golden record
 CANDIDATE_ID = "candidate_7c2147c69a1394198962533640d865bc4f2fdf8f6b1e753e8ad28856d4a5e285"
 
@@ -62,15 +78,6 @@ CANDIDATE_ID = "candidate_7c2147c69a1394198962533640d865bc4f2fdf8f6b1e753e8ad288
 # server true to the contract but not to this profile may answer those cases otherwise.
 CANDIDATE_PIN = "EMC-ENC-015"  # candidate_id's form; the contract calls the id opaque
 POLICY_PIN = "EMC-SRCH-014"  # both capability_policy members; the contract gives each a default
-
-# Characters of each UTF-8 width, all in Normalization Form C.
-C1 = "a"  # U+0061, 1 byte
-C2 = "\u00e9"  # U+00E9 LATIN SMALL LETTER E WITH ACUTE, 2 bytes
-C3 = "\u20ac"  # U+20AC EURO SIGN, 3 bytes
-C4 = "\U0001f600"  # U+1F600 GRINNING FACE, 4 bytes
-NFD_E = "e\u0301"  # e + U+0301 COMBINING ACUTE ACCENT: the NFD spelling of U+00E9
-ANGSTROM = "\u212b"  # U+212B ANGSTROM SIGN: NFC maps it to U+00C5
-JAMO = "\u1100\u1161"  # conjoining jamo: NFC composes them to U+AC00
 
 HOST_OWNED: dict[str, Any] = {
     "tenant": "tenant:acme",
@@ -153,50 +160,9 @@ class Cases:
         return {"tool": self.tool, "cases": self.cases}
 
 
-def put(base: Any, path: tuple[Any, ...], value: Any) -> Any:
-    """A deep copy of base with the value at path replaced (or added)."""
-    out = copy.deepcopy(base)
-    node = out
-    for step in path[:-1]:
-        node = node[step]
-    node[path[-1]] = copy.deepcopy(value)
-    return out
-
-
-def drop(base: Any, path: tuple[Any, ...]) -> Any:
-    """A deep copy of base without the member at path."""
-    out = copy.deepcopy(base)
-    node = out
-    for step in path[:-1]:
-        node = node[step]
-    del node[path[-1]]
-    return out
-
-
-def edit(base: Any, change: Callable[[Any], None]) -> Any:
-    out = copy.deepcopy(base)
-    change(out)
-    return out
-
-
-def rename(base: Any, old: str, new: str) -> Any:
-    """A deep copy of base with every string value equal to old replaced by new."""
-    if isinstance(base, str):
-        return new if base == old else base
-    if isinstance(base, list):
-        return [rename(item, old, new) for item in base]
-    if isinstance(base, dict):
-        return {key: rename(value, old, new) for key, value in base.items()}
-    return base
-
-
 def jcs_size(value: Any) -> int:
     """UTF-8 length of the RFC 8785 form, for the integer-and-string data used here."""
     return len(json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode("utf-8"))
-
-
-def label(path: tuple[Any, ...]) -> str:
-    return ".".join(str(step) if not isinstance(step, int) else f"[{step}]" for step in path).replace(".[", "[")
 
 
 # -- shared batteries -------------------------------------------------------
@@ -248,7 +214,7 @@ def idempotency_battery(cases: Cases, base: Any) -> None:
     ]
     for description, key in valid:
         cases.ok(description, put(base, path, key), section=sec)
-    invalid = [
+    invalid: list[tuple[str, Any, list[str]]] = [
         ("idempotency_key of 15 ASCII bytes", "0123456789abcde", ["utf8_bytes"]),
         ("idempotency_key of 12 bytes: 3 x U+1F600 (3 characters, below minLength too)", C4 * 3, ["schema_keyword", "utf8_bytes"]),
         ("idempotency_key of 15 bytes: 5 x U+20AC (5 characters)", C3 * 5, ["utf8_bytes"]),

@@ -118,8 +118,8 @@ def sized_capture(total: int, filler: str = "ascii", *, purpose: str = DEFAULT_P
     while size < total:
         if len(components) >= COMPONENTS_MAX:
             raise ValueError(f"cannot reach {total} bytes")
-        pad = {"component_id": f"component:pad-{len(components):02d}", "kind": "context", "text": "x",
-               "citation_ids": ["citation:first"]}
+        pad: dict[str, Any] = {"component_id": f"component:pad-{len(components):02d}", "kind": "context", "text": "x",
+                               "citation_ids": ["citation:first"]}
         components.append(pad)
         size += canonical_size(pad) + 1  # the component and its comma
         room = TEXT_MAX - 1  # UTF-8 bytes the text may still grow by
