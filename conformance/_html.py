@@ -240,7 +240,7 @@ def _sections(run: Run, verdicts: dict[str, dict[str, Any]]) -> str:
             rows.append(
                 f"<tr class='g-{group}' data-group='{group}' id='req-{escape(rid)}'><td>{escape(rid)}</td>"
                 f"<td>{escape(entry['summary'])}" + (f"<br><small>{escape(why)}</small>" if why else "") + "</td>"
-                f"<td>{escape(entry['level'])}</td><td>{escape(source)}</td>"
+                f"<td>{escape(entry['level'])}<br><small>{escape(entry['status'])}</small></td><td>{escape(source)}</td>"
                 f"<td class='st'>{escape(v['outcome'])}</td><td>{links}</td></tr>")
         tallied = Counter(verdicts[rid]["outcome"] for rid in ids)
         summary = ", ".join(f"{n} {k.lower().replace('_', ' ')}" for k, n in sorted(tallied.items()))

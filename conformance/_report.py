@@ -1,9 +1,10 @@
 """Verdicts, exit codes and the report files of a run.
 
-report.jsonl is canonical (a header, one line per check and era, a footer with
-the verdict of every requirement); report.md, report.html and badge.json are
-derived from the same data, and certificate.md is written only when the run is
-conformant. junit.xml is pytest's own writer.
+report.jsonl is canonical (a header naming the run — target, server identity,
+profile digest, selection, dates —, one line per check result with its case id,
+a footer with the verdict of every requirement); report.md, report.html
+(``_html``), junit.xml (``_junit``) and badge.json are derived from the same
+data, and certificate.md is written only when the run is conformant.
 
 The verdict cannot overstate. A run scores the MUSTs of its level (``contract``:
 the contract's requirements and the wiring the harness needs to act as host;
