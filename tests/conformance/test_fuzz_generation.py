@@ -10,13 +10,20 @@ fresh idempotency keys) never change a verdict.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
+import pkgutil
+import subprocess
+import sys
 import unicodedata
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from engram_mcp.conformance import _fuzz as fuzz
+from engram_mcp.conformance._fuzz import families, registry
 from engram_mcp.contract import ArgumentOracle, load
 
 CONTRACT = load()
@@ -24,6 +31,7 @@ TOOLS = fuzz.TOOLS
 ORACLE = ArgumentOracle()
 EXAMPLES = 8  # enough to exercise every code path, small enough to keep the suite fast
 MUTATORS = tuple(fuzz.FAMILIES)
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _same(a: list[fuzz.Case], b: list[fuzz.Case]) -> bool:
@@ -310,3 +318,58 @@ def test_marker_cases_plant_the_marker_in_every_free_string() -> None:
             free = [path for path in fuzz.string_paths(args) if path != fuzz.purpose_path(tool)
                     and (fuzz.is_free_text(tool, path) or fuzz.is_nfc_field(tool, path))]
             assert free and all(fuzz.get_at(args, path).startswith(marker) for path in free)
+
+
+
+# -- the package: one module per family, registered by a decorator -------------------------------------
+
+
+def _family_modules() -> list[Any]:
+    return [importlib.import_module(f"{families.__name__}.{info.name}")
+            for info in pkgutil.iter_modules(families.__path__)]
+
+
+def test_every_family_module_registers_its_own_generator_under_its_name() -> None:
+    registered = {}
+    for module in _family_modules():
+        name = getattr(module, "FAMILY", None)
+        if name is None:  # the corpus and the drawn families are called by name, not registered
+            continue
+        generator = fuzz.FAMILIES[name]
+        assert generator.__module__ == module.__name__, f"{name} is served by {generator.__module__}"
+        registered[name] = module.__name__
+    assert set(registered) == set(fuzz.FAMILIES), "a registered family has no module of its own"
+    listed = ("fixtures", "schemathesis-positive", "schemathesis-negative", *fuzz.FAMILIES)
+    assert listed == fuzz.ALL_FAMILIES
+
+
+@pytest.mark.parametrize("family", MUTATORS)
+def test_a_family_labels_its_cases_with_its_own_name(family: str) -> None:
+    built = [case for tool in TOOLS for case in fuzz.cases(family, tool)]
+    assert built and {case.family for case in built} == {family}
+
+
+def test_a_family_name_cannot_be_registered_twice() -> None:
+    before = dict(fuzz.FAMILIES)
+    with pytest.raises(ValueError, match="registered twice"):
+        registry.family("null")(fuzz.required_cases)
+    assert before == fuzz.FAMILIES
+
+
+def test_the_package_runs_as_the_inspection_command() -> None:
+    """The suite draws its schema-driven cases through this very command, in a child process."""
+    command = [sys.executable, "-m", "engram_mcp.conformance._fuzz", "--full", "--tool", fuzz.GET, "--family", "nfc"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    printed = [fuzz.Case.from_json(json.loads(line)) for line in done.stdout.splitlines()]
+    assert [case.as_json() for case in printed] == [case.as_json() for case in fuzz.cases("nfc", fuzz.GET)]
+
+
+def test_the_fixture_builder_edits_cases_with_the_fuzzers_path_helpers() -> None:
+    """One implementation of the path edits both corpora are written with (the builder's own copies are gone)."""
+    spec = importlib.util.spec_from_file_location("make_fixtures_shared", ROOT / "tools" / "make_fixtures.py")
+    assert spec is not None and spec.loader is not None
+    builder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(builder)
+    assert all(getattr(builder, name) is getattr(fuzz, name) for name in ("put", "drop", "edit", "rename"))
+    assert builder.label is fuzz.label_of
