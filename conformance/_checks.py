@@ -29,7 +29,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 CHECK_ID = re.compile(r"^[a-z0-9]+([.-][a-z0-9]+)*$")
 
 
-class Status(str, Enum):
+class Status(str, Enum):  # noqa: UP042 - StrEnum would change how statuses format in 3.11
     PASS = "PASS"
     FAIL = "FAIL"
     WARN = "WARN"
@@ -56,7 +56,7 @@ class HarnessError(Exception):
     """The harness itself could not proceed (bad profile, broken environment)."""
 
 
-class NotApplicable(pytest.skip.Exception):  # type: ignore[misc,name-defined]
+class NotApplicable(pytest.skip.Exception):  # type: ignore[name-defined]  # pytest types skip.Exception as an attribute
     """The check cannot apply to this run (a tool, era or transport without the feature): not counted as unexercised."""
 
 
@@ -71,7 +71,7 @@ _deep = False
 
 
 def set_deep(enabled: bool) -> None:
-    global _deep
+    global _deep  # noqa: PLW0603 - one flag per run, set once by the plugin before any check
     _deep = enabled
 
 

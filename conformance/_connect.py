@@ -33,6 +33,7 @@ Era = Literal["legacy", "modern"]
 ERAS: tuple[Era, ...] = ("legacy", "modern")
 _RAW = TypeAdapter(dict[str, Any])
 STALL_AFTER = 3
+ReplyKind = Literal["result", "input_required", "error", "timeout"]
 
 
 class TargetUnreachable(Exception):
@@ -83,7 +84,7 @@ def parse_target(text: str, *, env: Mapping[str, str] | None = None, headers: Ma
 class Reply:
     """One request's outcome as it crossed the wire."""
 
-    kind: Literal["result", "input_required", "error", "timeout"]
+    kind: ReplyKind
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     elapsed: float = 0.0
@@ -127,7 +128,8 @@ class Connection:
         self.calls: list[tuple[str, Reply]] = []  # every tools/call and its reply, for run-wide checks
         self.http_status: int | None = None  # the last HTTP error status, which the SDK turns into a JSON-RPC error
         self.lost = False  # the target closed the connection after the opening exchange
-        self.stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
+        # Lives as long as the connection: the target writes to it until close().
+        self.stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")  # noqa: SIM115
         self._portal_cm: Any = None
         self._portal: BlockingPortal | None = None
         self._session_cm: Any = None
@@ -195,7 +197,7 @@ class Connection:
         text = "\n".join("    " + line[:300] for line in lines)
         return f"\n  the target's stderr ends with:\n{text}" if lines else ""
 
-    def _diagnose(self, exc: BaseException) -> TargetUnreachable:
+    def _diagnose(self, exc: BaseException) -> TargetUnreachable:  # noqa: PLR0911 - one return per diagnosis
         """Why the opening exchange failed, in the user's terms: the cause, not the exception's type."""
         leaves = leaf_exceptions(exc)
         status, opening = self.http_status, self.opening
@@ -274,13 +276,15 @@ class Connection:
         async def send() -> Reply:
             started = time.perf_counter()
             try:
-                raw = await session.send_request(request, _RAW, request_read_timeout_seconds=timeout or self.timeout)
+                # The SDK validates with a TypeAdapter too; only its TypeVar's bound says BaseModel.
+                raw = await session.send_request(request, _RAW,  # type: ignore[type-var]
+                                                 request_read_timeout_seconds=timeout or self.timeout)
             except MCPError as error:
                 payload = error.error.model_dump(by_alias=True, exclude_none=True)
-                kind = "timeout" if error.error.code == types.REQUEST_TIMEOUT else "error"
-                return Reply(kind, error=payload, elapsed=time.perf_counter() - started)
+                failed: ReplyKind = "timeout" if error.error.code == types.REQUEST_TIMEOUT else "error"
+                return Reply(failed, error=payload, elapsed=time.perf_counter() - started)
             elapsed = time.perf_counter() - started
-            kind = "input_required" if raw.get("resultType") == "input_required" else "result"
+            kind: ReplyKind = "input_required" if raw.get("resultType") == "input_required" else "result"
             return Reply(kind, result=raw, elapsed=elapsed)
 
         with warnings.catch_warnings():
@@ -300,7 +304,7 @@ class Connection:
         return self.consecutive_timeouts >= STALL_AFTER
 
     def list_tools(self, meta: Mapping[str, Any] | None) -> Reply:
-        params = types.PaginatedRequestParams(_meta=dict(meta)) if meta is not None else None
+        params = types.PaginatedRequestParams.model_validate({"_meta": dict(meta)}) if meta is not None else None
         return self._send(types.ListToolsRequest(params=params), None)
 
     def call(self, tool: str, arguments: Any, meta: Mapping[str, Any] | None, *, answer: Answer = "accept",

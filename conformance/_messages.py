@@ -39,7 +39,7 @@ def _strings(node: Any) -> Iterator[str]:
     if isinstance(node, str):
         yield node
     elif isinstance(node, dict):
-        for key, value in node.items():
+        for value in node.values():
             yield from _strings(value)
     elif isinstance(node, list):
         for item in node:

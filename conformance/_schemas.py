@@ -21,7 +21,6 @@ lacking a member): those refusals are reported as the pins, for --level profile.
 from __future__ import annotations
 
 import json
-
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache

@@ -147,7 +147,7 @@ class World:
         if key not in self.conn.offered:
             reply = self.conn.list_tools(self.host.meta(scope, principal))
             tools = (reply.result or {}).get("tools", []) if reply.kind == "result" else []
-            self.conn.offered[key] = frozenset(t.get("name") for t in tools if isinstance(t, dict))
+            self.conn.offered[key] = _names(tools)
         return self.conn.offered[key]
 
     def _require_offered(self, tool: str, scope: ScopeProfile, principal: str) -> None:
@@ -165,7 +165,7 @@ class World:
         if ("", "", "") not in self.conn.offered:
             reply = self.conn.list_tools(None)
             tools = (reply.result or {}).get("tools", []) if reply.kind == "result" else []
-            self.conn.offered[("", "", "")] = frozenset(t.get("name") for t in tools if isinstance(t, dict))
+            self.conn.offered[("", "", "")] = _names(tools)
         listed = self.conn.offered[("", "", "")]
         if listed and tool not in listed:
             pytest.skip(f"the target does not offer {tool} (it lists other tools to a client without a binding)")
@@ -202,3 +202,8 @@ class World:
         if outcome.get("status") != "accepted" or "record_id" not in outcome:
             raise Blocked(f"admission of benign content in {scope.label} was {outcome.get('status')!r}, not accepted")
         return outcome["record_id"], arguments
+
+
+def _names(tools: Any) -> frozenset[str]:
+    """The names a tools/list result gives; an entry without a string name offers nothing."""
+    return frozenset(t["name"] for t in tools if isinstance(t, dict) and isinstance(t.get("name"), str))

@@ -11,6 +11,9 @@ from typing import TYPE_CHECKING, Any
 import referencing
 
 if TYPE_CHECKING:
+    # What Registry.resolver_with_root returns; referencing exports the class only from its _core module.
+    from referencing._core import Resolver
+
     from engram_mcp.contract._loader import Contract
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -25,7 +28,7 @@ def inline(schema: dict[str, Any], registry: referencing.Registry) -> dict[str, 
     return {"$schema": DIALECT, **body}
 
 
-def _inline(node: Any, resolver: referencing.Resolver) -> Any:
+def _inline(node: Any, resolver: Resolver[Any]) -> Any:
     if isinstance(node, list):
         return [_inline(item, resolver) for item in node]
     if not isinstance(node, dict):

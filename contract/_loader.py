@@ -99,6 +99,14 @@ def _files(package: str) -> Iterator[tuple[str, Traversable]]:
     yield from walk(resources.files(package), "")
 
 
+def _schema_id(resource: referencing.Resource[Any]) -> str:
+    """Every contract schema is registered under its own ``$id``; one without is a broken bundle."""
+    uri = resource.id()
+    if uri is None:
+        raise ValueError("a contract schema has no $id")
+    return uri
+
+
 class Contract:
     """Contract 1.0.0, loaded once from the package data."""
 
@@ -148,7 +156,7 @@ class Contract:
             for schema in self.schema_files.values()
         ]
         return referencing.Registry().with_resources(
-            (resource.id(), resource) for resource in resources_
+            (_schema_id(resource), resource) for resource in resources_
         ).crawl()
 
     def schema_uri(self, path: str) -> str:

@@ -56,16 +56,15 @@ def _utf8_bytes(validator: Any, bounds: dict[str, int], instance: Any, schema: A
 
 
 def _nfc(validator: Any, required: bool, instance: Any, schema: Any) -> Iterator[ValidationError]:
-    if required and isinstance(instance, str) and utf8_length(instance) is not None:
-        if not unicodedata.is_normalized("NFC", instance):
-            yield ValidationError("is not in Unicode Normalization Form C")
+    if (required and isinstance(instance, str) and utf8_length(instance) is not None
+            and not unicodedata.is_normalized("NFC", instance)):
+        yield ValidationError("is not in Unicode Normalization Form C")
 
 
 def _calendar(validator: Any, required: bool, instance: Any, schema: Any) -> Iterator[ValidationError]:
     # Shape is the pattern's job; only judge strings that already have it.
-    if required and isinstance(instance, str) and _INSTANT.match(instance):
-        if not is_calendar_instant(instance):
-            yield ValidationError("does not name a real UTC time")
+    if required and isinstance(instance, str) and _INSTANT.match(instance) and not is_calendar_instant(instance):
+        yield ValidationError("does not name a real UTC time")
 
 
 @functools.cache

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeGuard
 
 import rfc8785
 from jsonschema import ValidationError
@@ -209,7 +209,7 @@ def _family_refs(args: Any, now: datetime | None) -> Iterator[Violation]:
             yield Violation("family_refs_sorted", "", f"/payload/reconciliation/family_refs/{i}")
 
 
-def _is_safe_int(value: Any) -> bool:
+def _is_safe_int(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool) and float(value).is_integer()
 
 

@@ -41,8 +41,8 @@ from engram_mcp.contract.validation import instant
 from engram_mcp.reference import _search as search_index
 from engram_mcp.reference._crypto import DigestKeyer, derive_key
 from engram_mcp.reference._envelope import Outcome, Refusal
-from engram_mcp.reference._ports import AdmissionDecision, AdmissionPolicy, CandidateView, Cipher, Scope, Sealed
 from engram_mcp.reference._periodic import Periodic
+from engram_mcp.reference._ports import AdmissionDecision, AdmissionPolicy, CandidateView, Cipher, Scope, Sealed
 from engram_mcp.reference._quotas import CallWindow, ResourceLimits, over
 from engram_mcp.reference._store import Store, optimize_fts
 
@@ -675,6 +675,7 @@ class Engine:
         page_request = search_index.page_request_digest(caller, args["query"], args["purpose_ref"], limit, budget, capability)
         with self.store.read() as db:
             snapshot = self._scope_snapshot(db, scope_of(caller))
+            pinned = None
             if "page_cursor" in args:
                 pinned = self.cursors.open(args["page_cursor"])
                 if pinned is None or (pinned.request, pinned.system_as_of) != (page_request, snapshot):
@@ -685,7 +686,7 @@ class Engine:
             ranked = self._ranked(db, scope_of(caller), args["query"], valid_as_of)
             ranked_ids = [r["record_id"] for r in ranked]
             ordered_digest = receipt_digest("recall-ordered", {"ordered_ids": ranked_ids}, "ordered_ids_digest")
-            if "page_cursor" in args and pinned.ordered_ids_digest != ordered_digest:
+            if pinned is not None and pinned.ordered_ids_digest != ordered_digest:
                 raise Refusal("STALE_PAGE")
             context = _PageContext(query=args["query"], purpose_ref=args["purpose_ref"], limit=limit, budget=budget,
                                    capability=capability, snapshot=snapshot, valid_as_of=valid_as_of,
@@ -706,7 +707,8 @@ class Engine:
         budget = context.budget
         bare = _size(self._page_value(caller, context, [], None))
         cursor_cost = _size(self._page_value(caller, context, [], len(rowids))) - bare
-        used, packets, position = bare, [], offset
+        packets: list[dict[str, Any]] = []
+        used, position = bare, offset
 
         def fits_alone(packet: dict[str, Any], at: int) -> bool:
             return bare + _size(packet) + (cursor_cost if at + 1 < len(rowids) else 0) <= budget

@@ -38,7 +38,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from cryptography.hazmat.primitives.keywrap import InvalidUnwrap, aes_key_unwrap, aes_key_wrap
 
-from ._ports import Scope, Sealed, SealBroken
+from ._ports import Scope, SealBroken, Sealed
 
 FORMAT_V1 = 0x01
 DOMAIN = b"engram-memory-mcp/candidate-seal/v1"

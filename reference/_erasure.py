@@ -27,7 +27,6 @@ from typing import Any, Literal, Protocol
 from engram_mcp.contract.validation import instant
 from engram_mcp.reference._periodic import Periodic
 
-
 Subject = Literal["candidate_key", "record_content"]
 SUBJECTS: tuple[Subject, ...] = ("candidate_key", "record_content")
 

@@ -12,12 +12,19 @@ on to the SDK with its body replayed untouched.
 
 from __future__ import annotations
 
-from typing import Any
+from enum import Enum
+from typing import Any, Literal
 
 from engram_mcp.reference._jsonrpc import TOO_LARGE, Refusal, classify, refusal
 
 
-_GONE = object()
+class _Gone(Enum):
+    """The client left before its body was whole (an enum member, so the type says it apart from bytes)."""
+
+    GONE = "gone"
+
+
+_GONE = _Gone.GONE
 
 
 class MessageGuard:
@@ -55,7 +62,7 @@ class MessageGuard:
 
         await self.app(scope, replay, send)
 
-    async def _body(self, scope: dict[str, Any], receive: Any) -> bytes | object | None:
+    async def _body(self, scope: dict[str, Any], receive: Any) -> bytes | Literal[_Gone.GONE] | None:
         """The whole body; None once it passes the cap (declared or sent), nothing past it kept; _GONE on a disconnect."""
         declared = dict(scope.get("headers", [])).get(b"content-length", b"")
         if declared.isdigit() and int(declared) > self.max_body_bytes:

@@ -22,6 +22,7 @@ the database file's mode.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -180,10 +181,8 @@ def lock_path(path: Path) -> Path:
 
 def _private_file(path: Path) -> None:
     """Create ``path`` empty with mode 0600 unless it exists; SQLite then fills it (and copies its mode to -wal/-shm)."""
-    try:
+    with contextlib.suppress(FileExistsError):
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-    except FileExistsError:
-        pass
 
 
 @contextmanager

@@ -6,7 +6,10 @@ import base64
 import hashlib
 import hmac
 import json
+import typing
 import unicodedata
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import jwt
 import mcp_types
@@ -14,16 +17,19 @@ import pytest
 import rfc8785
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from mcp_types import methods
 
 from engram_mcp.contract import binding as b
 from engram_mcp.contract import candidate_id, load, profile_digest
 
 CONTRACT = load()
+HostKey = tuple[Ed25519PrivateKey, Ed25519PublicKey]
+Trusted = dict[str, Ed25519PublicKey]
 NOW = 1_780_000_000
 AUDIENCE = "engram-reference"
 KID = "host-key-1"
-CLAIMS = dict(
+CLAIMS: dict[str, Any] = dict(
     audience=AUDIENCE,
     issuer="host:test",
     tenant="tenant:a",
@@ -39,26 +45,27 @@ TTL_MAX = CONTRACT.limit("confirmation.ttl.max")
 
 
 @pytest.fixture(scope="module")
-def host():
+def host() -> HostKey:
     return b.generate_host_key()
 
 
 @pytest.fixture(scope="module")
-def trusted(host):
+def trusted(host: HostKey) -> Trusted:
     return {KID: host[1]}
 
 
-def mint(host, now=NOW, kid=KID, **overrides):
+def mint(host: HostKey, now: int = NOW, kid: str = KID, **overrides: Any) -> str:
     return b.mint_binding(host[0], kid, now=now, **{**CLAIMS, **overrides})
 
 
-def reason(token, trusted, *, now=NOW, audience=AUDIENCE):
+def reason(token: Any, trusted: Mapping[str, Ed25519PublicKey | b.TrustedHost], *, now: int = NOW,
+           audience: str = AUDIENCE) -> str:
     with pytest.raises(b.BindingRejected) as caught:
         b.verify_binding(token, trusted, audience=audience, now=now)
     return caught.value.reason
 
 
-def unverified_claims(token):
+def unverified_claims(token: Any) -> dict[str, Any]:
     return jwt.decode(token, options={"verify_signature": False})
 
 
@@ -74,14 +81,14 @@ def forge(header: dict, claims: dict, signature: bytes = b"") -> str:
 # -- the binding -------------------------------------------------------------
 
 
-def test_limits_come_from_the_contract():
+def test_limits_come_from_the_contract() -> None:
     assert b.BINDING_MAX_LIFETIME == MAX_LIFETIME == 300
     assert b.BINDING_CLOCK_SKEW == SKEW == 5
     assert b.CONFIRMATION_TTL_MAX == TTL_MAX == 300
     assert b.CONFIRMATION_EXECUTE_WITHIN == CONTRACT.limit("confirmation.execute_within") == 30
 
 
-def test_round_trip(host, trusted):
+def test_round_trip(host: HostKey, trusted: Trusted) -> None:
     token = mint(host)
     bound = b.verify_binding(token, trusted, audience=AUDIENCE, now=NOW + 1)
     assert bound == b.Binding(
@@ -100,7 +107,7 @@ def test_round_trip(host, trusted):
     assert jwt.get_unverified_header(token) == {"alg": "EdDSA", "kid": KID, "typ": b.BINDING_TOKEN_TYPE}
 
 
-def test_minted_claims_match_the_schema(host):
+def test_minted_claims_match_the_schema(host: HostKey) -> None:
     validator = CONTRACT.validator(CONTRACT.data_schema("binding-claims"))
     claims = unverified_claims(mint(host, nbf=NOW))
     assert list(validator.iter_errors(claims)) == []
@@ -109,37 +116,37 @@ def test_minted_claims_match_the_schema(host):
     assert set(schema["properties"]) - set(schema["required"]) == {"nbf"}
 
 
-def test_each_mint_has_a_fresh_token_id(host):
+def test_each_mint_has_a_fresh_token_id(host: HostKey) -> None:
     assert unverified_claims(mint(host))["jti"] != unverified_claims(mint(host))["jti"]
 
 
 @pytest.mark.parametrize("token", [None, ""])
-def test_missing(token, trusted):
+def test_missing(token: Any, trusted: Trusted) -> None:
     assert reason(token, trusted) == "missing"
 
 
 @pytest.mark.parametrize("token", ["garbage", "a.b.c", "...", "eyJhbGciOiJFZERTQSJ9", 12345])
-def test_malformed(token, trusted):
+def test_malformed(token: Any, trusted: Trusted) -> None:
     assert reason(token, trusted) == "malformed"
 
 
-def test_signed_by_an_untrusted_key(host, trusted):
+def test_signed_by_an_untrusted_key(host: HostKey, trusted: Trusted) -> None:
     stranger = b.generate_host_key()
     assert reason(mint(stranger), trusted) == "bad_signature"
 
 
-def test_tampered_claims_break_the_signature(host, trusted):
+def test_tampered_claims_break_the_signature(host: HostKey, trusted: Trusted) -> None:
     header, _, signature = mint(host).split(".")
     claims = {**unverified_claims(mint(host)), "principal": "principal:mallory"}
     body = base64.urlsafe_b64encode(json.dumps(claims).encode()).rstrip(b"=").decode()
     assert reason(f"{header}.{body}.{signature}", trusted) == "bad_signature"
 
 
-def test_unknown_kid(host, trusted):
+def test_unknown_kid(host: HostKey, trusted: Trusted) -> None:
     assert reason(mint(host, kid="host-key-2"), trusted) == "untrusted_key"
 
 
-def test_a_key_carried_by_the_token_is_never_used(host, trusted):
+def test_a_key_carried_by_the_token_is_never_used(host: HostKey, trusted: Trusted) -> None:
     stranger_private, stranger_public = b.generate_host_key()
     jwk = json.loads(jwt.algorithms.OKPAlgorithm.to_jwk(stranger_public))
     token = b.mint_binding(stranger_private, KID, now=NOW, header={"jwk": jwk}, **CLAIMS)
@@ -148,14 +155,15 @@ def test_a_key_carried_by_the_token_is_never_used(host, trusted):
     assert reason(by_url, trusted) == "malformed"
 
 
-def test_alg_none(host, trusted):
+def test_alg_none(host: HostKey, trusted: Trusted) -> None:
     claims = unverified_claims(mint(host))
     token = forge({"alg": "none", "kid": KID, "typ": b.BINDING_TOKEN_TYPE}, claims)
     assert reason(token, trusted) == "bad_algorithm"
-    assert reason(jwt.encode(claims, None, algorithm="none", headers={"kid": KID}), trusted) == "bad_algorithm"
+    unsigned = jwt.encode(claims, None, algorithm="none", headers={"kid": KID})  # type: ignore[arg-type]  # alg none takes no key
+    assert reason(unsigned, trusted) == "bad_algorithm"
 
 
-def test_hs256_even_keyed_with_the_public_key(host, trusted):
+def test_hs256_even_keyed_with_the_public_key(host: HostKey, trusted: Trusted) -> None:
     claims = unverified_claims(mint(host))
     secret = b.public_key_pem(host[1])  # the classic key-confusion attempt
     token = forge({"alg": "HS256", "kid": KID, "typ": b.BINDING_TOKEN_TYPE}, claims)
@@ -167,17 +175,17 @@ def test_hs256_even_keyed_with_the_public_key(host, trusted):
     assert reason(shared, trusted) == "bad_algorithm"
 
 
-def test_untyped_jwt_is_not_a_binding(host, trusted):
+def test_untyped_jwt_is_not_a_binding(host: HostKey, trusted: Trusted) -> None:
     assert reason(mint(host, header={"typ": "JWT"}), trusted) == "wrong_type"
 
 
-def test_expiry_with_skew(host, trusted):
+def test_expiry_with_skew(host: HostKey, trusted: Trusted) -> None:
     token = mint(host, lifetime=60)
     b.verify_binding(token, trusted, audience=AUDIENCE, now=NOW + 60 + SKEW - 1)
     assert reason(token, trusted, now=NOW + 60 + SKEW) == "expired"
 
 
-def test_not_yet_valid(host, trusted):
+def test_not_yet_valid(host: HostKey, trusted: Trusted) -> None:
     later = mint(host, nbf=NOW + SKEW + 10)
     assert reason(later, trusted) == "not_yet_valid"
     b.verify_binding(later, trusted, audience=AUDIENCE, now=NOW + 10)
@@ -185,18 +193,19 @@ def test_not_yet_valid(host, trusted):
     assert reason(mint(host, now=NOW + SKEW + 1), trusted) == "not_yet_valid"  # iat in the future
 
 
-def test_wrong_audience(host, trusted):
+def test_wrong_audience(host: HostKey, trusted: Trusted) -> None:
     assert reason(mint(host), trusted, audience="another-server") == "wrong_audience"
 
 
-def test_lifetime_bound(host, trusted):
+def test_lifetime_bound(host: HostKey, trusted: Trusted) -> None:
     b.verify_binding(mint(host, lifetime=MAX_LIFETIME), trusted, audience=AUDIENCE, now=NOW)
     assert reason(mint(host, lifetime=MAX_LIFETIME + 1), trusted) == "too_long_lived"
 
 
 @pytest.mark.parametrize("claim", sorted(load().data_schema("binding-claims")["required"]))
-def test_missing_claim(host, trusted, claim):
-    assert reason(mint(host, **{claim: None}), trusted) == "bad_claims"
+def test_missing_claim(host: HostKey, trusted: Trusted, claim: str) -> None:
+    unset: dict[str, Any] = {claim: None}
+    assert reason(mint(host, **unset), trusted) == "bad_claims"
 
 
 @pytest.mark.parametrize(
@@ -217,11 +226,11 @@ def test_missing_claim(host, trusted, claim):
     ],
     ids=repr,
 )
-def test_claims_of_the_wrong_shape(host, trusted, overrides):
+def test_claims_of_the_wrong_shape(host: HostKey, trusted: Trusted, overrides: dict[str, Any]) -> None:
     assert reason(mint(host, **overrides), trusted) == "bad_claims"
 
 
-def test_trusted_host_narrowing(host):
+def test_trusted_host_narrowing(host: HostKey) -> None:
     scopes = frozenset({("tenant:a", "workspace:1"), ("tenant:b", "workspace:9")})
     narrow = {KID: b.TrustedHost(host[1], issuer="host:test", scopes=scopes)}
     assert b.verify_binding(mint(host), narrow, audience=AUDIENCE, now=NOW).tenant == "tenant:a"
@@ -231,26 +240,26 @@ def test_trusted_host_narrowing(host):
     assert reason(mint(host, issuer="host:other"), narrow) == "wrong_issuer"
 
 
-def test_reasons_are_short_constant_tokens():
-    for name in b.BindingReason.__args__:
+def test_reasons_are_short_constant_tokens() -> None:
+    for name in typing.get_args(b.BindingReason):
         assert name.isidentifier() and name.islower()
 
 
-def test_pem_round_trip(host):
+def test_pem_round_trip(host: HostKey) -> None:
     private, public = host
     assert b.load_public_key(b.public_key_pem(public)).public_bytes_raw() == public.public_bytes_raw()
     restored = b.load_private_key(b.private_key_pem(private))
     assert restored.private_bytes_raw() == private.private_bytes_raw()
     other = ec.generate_private_key(ec.SECP256R1())
     pem = other.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="not an Ed25519 public key"):
         b.load_public_key(pem)
 
 
 # -- digests and ids ---------------------------------------------------------
 
 
-def bound(**changes):
+def bound(**changes: Any) -> b.Binding:
     fields = dict(
         tenant="tenant:a", workspace="workspace:1", principal="principal:alice", agent_id="agent:7",
         session="session:42", purpose_ref="purpose:notes", issuer="host:test", audience=AUDIENCE,
@@ -263,9 +272,9 @@ CANDIDATE = "candidate_" + "a" * 64
 WITHDRAW_ARGS = {"candidate_id": CANDIDATE, "idempotency_key": "withdraw-key-000001", "reason_ref": "reason:obsolete"}
 
 
-def test_operation_digest_pins_the_profile_object():
+def test_operation_digest_pins_the_profile_object() -> None:
     domain = b"engram-memory-mcp/operation/v1\0"
-    value = {
+    value: dict[str, Any] = {
         "capability": "engram_memory_withdraw",
         "target": CANDIDATE,
         "arguments": WITHDRAW_ARGS,
@@ -277,11 +286,12 @@ def test_operation_digest_pins_the_profile_object():
     assert b.operation_digest("engram_memory_withdraw", CANDIDATE, WITHDRAW_ARGS, bound()) == expected
 
 
-def withdraw_digest(tool="engram_memory_withdraw", target=CANDIDATE, arguments=WITHDRAW_ARGS, binding=None):
+def withdraw_digest(tool: str = "engram_memory_withdraw", target: str | None = CANDIDATE,
+                    arguments: dict[str, Any] = WITHDRAW_ARGS, binding: b.Binding | None = None) -> str:
     return b.operation_digest(tool, target, arguments, binding or bound())
 
 
-def test_operation_digest_changes_with_every_input():
+def test_operation_digest_changes_with_every_input() -> None:
     variants = [
         withdraw_digest(tool="engram_memory_forget"),
         withdraw_digest(target="candidate_" + "b" * 64),
@@ -295,7 +305,7 @@ def test_operation_digest_changes_with_every_input():
     assert len({withdraw_digest(), *variants}) == len(variants) + 1
 
 
-def test_operation_digest_ignores_key_order_and_unbound_fields():
+def test_operation_digest_ignores_key_order_and_unbound_fields() -> None:
     base = withdraw_digest()
     assert withdraw_digest(arguments=dict(reversed(list(WITHDRAW_ARGS.items())))) == base
     # session, agent and token are not part of what is approved
@@ -307,13 +317,13 @@ def test_operation_digest_ignores_key_order_and_unbound_fields():
     )
 
 
-def test_operation_target_follows_tools_json():
+def test_operation_target_follows_tools_json() -> None:
     assert b.operation_target("engram_memory_withdraw", WITHDRAW_ARGS) == CANDIDATE
     assert b.operation_target("engram_memory_forget", {"record_id": "mem_abc"}) == "mem_abc"
     assert b.operation_target("engram_memory_capture", {"idempotency_key": "k"}) is None
 
 
-def test_idempotency_intent_leaves_the_key_out():
+def test_idempotency_intent_leaves_the_key_out() -> None:
     intent = b.idempotency_intent("engram_memory_withdraw", CANDIDATE, WITHDRAW_ARGS, bound())
     rekeyed = {**WITHDRAW_ARGS, "idempotency_key": "withdraw-key-000002"}
     assert b.idempotency_intent("engram_memory_withdraw", CANDIDATE, rekeyed, bound()) == intent
@@ -323,7 +333,7 @@ def test_idempotency_intent_leaves_the_key_out():
     assert intent != b.operation_digest("engram_memory_withdraw", CANDIDATE, WITHDRAW_ARGS, bound())
 
 
-def test_capture_candidate_id_is_scoped_per_principal():
+def test_capture_candidate_id_is_scoped_per_principal() -> None:
     key = "idempotency-key-0001"
     cid = b.capture_candidate_id(bound(), key)
     owner = {"tenant": "tenant:a", "workspace": "workspace:1", "principal": "principal:alice"}
@@ -335,7 +345,7 @@ def test_capture_candidate_id_is_scoped_per_principal():
     assert b.capture_candidate_id(bound(session="other", agent_id="other"), key) == cid
 
 
-def test_journal_event_id_is_scoped_per_principal():
+def test_journal_event_id_is_scoped_per_principal() -> None:
     key = "idempotency-key-0001"
     value = {"tenant": "tenant:a", "workspace": "workspace:1", "principal": "principal:alice", "idempotency_key": key}
     assert b.journal_event_id(bound(), key) == "evt_" + profile_digest("journal-event-id", value)[len("sha256:"):]
@@ -343,7 +353,7 @@ def test_journal_event_id_is_scoped_per_principal():
     assert key not in b.journal_event_id(bound(), key)
 
 
-def test_scope_ref():
+def test_scope_ref() -> None:
     assert b.scope_ref(bound()) == profile_digest("scope", {"tenant": "tenant:a", "workspace": "workspace:1"})
     assert b.scope_ref(bound(principal="principal:bob")) == b.scope_ref(bound())
 
@@ -354,7 +364,7 @@ def test_scope_ref():
 KEY = bytes(range(32))
 
 
-def test_sealer_round_trip_and_fresh_nonce():
+def test_sealer_round_trip_and_fresh_nonce() -> None:
     sealer = b.ConfirmationSealer(KEY)
     claims = {"a": 1, "b": "é", "c": None}
     token = sealer.seal(claims)
@@ -364,7 +374,7 @@ def test_sealer_round_trip_and_fresh_nonce():
     assert b"\"b\"" not in base64.urlsafe_b64decode(token + "==")  # the client cannot read it
 
 
-def test_every_flipped_byte_is_refused():
+def test_every_flipped_byte_is_refused() -> None:
     sealer = b.ConfirmationSealer(KEY)
     token = sealer.seal({"capability": "engram_memory_forget"})
     raw = bytearray(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
@@ -388,13 +398,13 @@ def test_every_flipped_byte_is_refused():
         lambda t: " " + t,
     ],
 )
-def test_malformed_tokens_are_refused(mutate):
+def test_malformed_tokens_are_refused(mutate: Callable[[str], str]) -> None:
     sealer = b.ConfirmationSealer(KEY)
     with pytest.raises(b.StateRejected):
         sealer.open(mutate(sealer.seal({"x": 1})))
 
 
-def test_non_canonical_spelling_is_refused():
+def test_non_canonical_spelling_is_refused() -> None:
     sealer = b.ConfirmationSealer(KEY)
     token = next(  # a token whose last character carries spare bits
         t for t in (sealer.seal({"x": "y" * n}) for n in range(3)) if len(t) % 4 in (2, 3)
@@ -405,7 +415,7 @@ def test_non_canonical_spelling_is_refused():
         sealer.open(token[:-1] + spare)
 
 
-def test_another_key_or_purpose_cannot_open():
+def test_another_key_or_purpose_cannot_open() -> None:
     token = b.ConfirmationSealer(KEY).seal({"x": 1})
     with pytest.raises(b.StateRejected):
         b.ConfirmationSealer(bytes(32)).open(token)
@@ -413,19 +423,19 @@ def test_another_key_or_purpose_cannot_open():
         b.Sealer(KEY, associated_data=b"engram-memory-mcp/page-cursor/v1").open(token)
 
 
-def test_key_must_be_256_bits():
-    with pytest.raises(ValueError):
+def test_key_must_be_256_bits() -> None:
+    with pytest.raises(ValueError, match="32 bytes"):
         b.ConfirmationSealer(bytes(16))
 
 
 # -- the confirmation state and gate -----------------------------------------
 
 
-def minted_state(**kw):
+def minted_state(**kw: Any) -> b.ConfirmationState:
     return b.ConfirmationState.mint("engram_memory_withdraw", CANDIDATE, WITHDRAW_ARGS, bound(), now=NOW, **kw)
 
 
-def test_state_claims_match_the_schema_and_round_trip():
+def test_state_claims_match_the_schema_and_round_trip() -> None:
     sealer = b.ConfirmationSealer(KEY)
     state = minted_state(ttl=120)
     validator = CONTRACT.validator(CONTRACT.data_schema("request-state"))
@@ -434,8 +444,8 @@ def test_state_claims_match_the_schema_and_round_trip():
     assert sealer.open_state(sealer.seal_state(state)) == state
 
 
-def test_state_ttl_is_bounded():
-    with pytest.raises(ValueError):
+def test_state_ttl_is_bounded() -> None:
+    with pytest.raises(ValueError, match="confirmation TTL outside"):
         minted_state(ttl=TTL_MAX + 1)
     forged = {**minted_state().to_claims(), "expires_at": NOW + TTL_MAX + 1}
     with pytest.raises(b.StateRejected):
@@ -460,8 +470,9 @@ def test_state_ttl_is_bounded():
     ],
     ids=repr,
 )
-def test_state_binds_the_call(call, expected):
-    args = dict(tool="engram_memory_withdraw", target=CANDIDATE, arguments=WITHDRAW_ARGS, binding=bound(), now=NOW + 1)
+def test_state_binds_the_call(call: dict[str, Any], expected: str | None) -> None:
+    args: dict[str, Any] = dict(tool="engram_memory_withdraw", target=CANDIDATE, arguments=WITHDRAW_ARGS,
+                                binding=bound(), now=NOW + 1)
     args.update(call)
     call_args = [args.pop(name) for name in ("tool", "target", "arguments", "binding")]
     assert minted_state().mismatch(*call_args, **args) == expected
@@ -490,11 +501,11 @@ ACCEPT = {"action": "accept", "content": {"confirm": True}}
     ],
     ids=repr,
 )
-def test_only_an_explicit_accept_approves(answer, approved):
+def test_only_an_explicit_accept_approves(answer: Any, approved: bool) -> None:
     assert b.is_approval(answer) is approved
 
 
-def retry(sealer, state_token, responses, **changes):
+def retry(sealer: b.ConfirmationSealer, state_token: str | None, responses: dict[str, Any], **changes: Any) -> Any:
     args = dict(
         request_state=state_token, input_responses=responses, tool="engram_memory_withdraw", target=CANDIDATE,
         arguments=WITHDRAW_ARGS, binding=bound(), now=NOW + 1,
@@ -502,7 +513,7 @@ def retry(sealer, state_token, responses, **changes):
     return b.check_retry(sealer, **{**args, **changes})
 
 
-def test_retry_verdicts():
+def test_retry_verdicts() -> None:
     sealer = b.ConfirmationSealer(KEY)
     state = minted_state()
     token = sealer.seal_state(state)
@@ -531,13 +542,13 @@ def test_retry_verdicts():
 GATED = sorted(t.name for t in CONTRACT.tools.values() if t.confirmation != "never")
 
 
-def test_requested_schema_is_the_data_file():
+def test_requested_schema_is_the_data_file() -> None:
     file = CONTRACT.data_schema("confirmation-form")
     assert file["$id"] == "https://engram-mcp.invalid/schemas/1.0.0/data/confirmation-form.schema.json"
-    assert b.CONFIRMATION_REQUESTED_SCHEMA == {k: v for k, v in file.items() if k != "$id"}
+    assert {k: v for k, v in file.items() if k != "$id"} == b.CONFIRMATION_REQUESTED_SCHEMA
 
 
-def test_requested_schema_is_a_flat_mcp_form():
+def test_requested_schema_is_a_flat_mcp_form() -> None:
     schema = b.CONFIRMATION_REQUESTED_SCHEMA
     assert set(schema) <= {"$schema", "type", "properties", "required"}
     assert schema["type"] == "object" and schema["required"] == ["confirm"]
@@ -552,7 +563,7 @@ def test_requested_schema_is_a_flat_mcp_form():
 
 
 @pytest.mark.parametrize("tool", GATED)
-def test_confirmation_request_is_valid_mcp_in_both_eras(tool):
+def test_confirmation_request_is_valid_mcp_in_both_eras(tool: str) -> None:
     message = b.confirmation_message(tool)
     params = mcp_types.ElicitRequestFormParams(message=message, requested_schema=b.CONFIRMATION_REQUESTED_SCHEMA)
     wire = params.model_dump(by_alias=True, mode="json", exclude_none=True)
@@ -572,14 +583,14 @@ def test_confirmation_request_is_valid_mcp_in_both_eras(tool):
     assert embedded["params"]["requestedSchema"] == b.CONFIRMATION_REQUESTED_SCHEMA
 
 
-def test_messages_are_constant_per_gated_tool():
+def test_messages_are_constant_per_gated_tool() -> None:
     assert sorted(b.CONFIRMATION_MESSAGES) == GATED
     assert len(set(b.CONFIRMATION_MESSAGES.values())) == len(GATED)
     for text in b.CONFIRMATION_MESSAGES.values():
         assert not any(mark in text for mark in ("{", "}", "%", "candidate_", "mem_", "engram_memory_"))
 
 
-def test_which_calls_are_gated():
+def test_which_calls_are_gated() -> None:
     assert b.confirmation_required("engram_memory_withdraw", set())
     assert b.confirmation_required("engram_memory_forget", set())
     assert not b.confirmation_required("engram_memory_search", {"engram_memory_search"})
@@ -605,5 +616,5 @@ def test_which_calls_are_gated():
     ],
     ids=repr,
 )
-def test_form_elicitation_support(capabilities, version, supported):
+def test_form_elicitation_support(capabilities: dict[str, Any] | None, version: str, supported: bool) -> None:
     assert b.supports_form_elicitation(capabilities, version) is supported

@@ -67,10 +67,9 @@ def bullets(contract_md: str) -> list[tuple[str, str, str]]:
     current: list[str] | None = None
     for line in contract_md.splitlines() + [""]:
         match = BULLET.match(line)
-        if match or not line.strip() or line.startswith(("- ", "#", "|")):
-            if current is not None:
-                found.append((current[0], current[1], " ".join(current[2:]).strip()))
-                current = None
+        if (match or not line.strip() or line.startswith(("- ", "#", "|"))) and current is not None:
+            found.append((current[0], current[1], " ".join(current[2:]).strip()))
+            current = None
         if match:
             current = [match.group(1), match.group(2), match.group(3)]
         elif current is not None:
@@ -159,7 +158,7 @@ def test_the_host_profile_and_the_catalog_agree(by_id: dict[str, Any]) -> None:
     """Every EMC-HP requirement of spec/host-profile.md is catalogued once, at its level, as a profile requirement."""
     stated = PROFILE_PARAGRAPH.findall(load().text("spec", "host-profile.md"))
     assert len(stated) == len({rid for rid, _ in stated})
-    assert {rid: level for rid, level in stated} == {
+    assert dict(stated) == {
         rid: entry["level"] for rid, entry in by_id.items() if rid.startswith("EMC-HP-")
     }
     assert {entry["source"] for rid, entry in by_id.items() if rid.startswith("EMC-HP-")} == {"profile", "wiring"}

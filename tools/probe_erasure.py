@@ -76,7 +76,7 @@ def erase_beside_reader(conn: Connection, meta: dict[str, Any], config: Path, st
     answer = value[field] if value else done["erase"][1].code
     left = holders(store.parent, needles)
     listed = subprocess.run([sys.executable, "-m", "engram_mcp.reference._cli", "verify", "--config", str(config)],
-                            capture_output=True, text=True)
+                            capture_output=True, text=True, check=False)  # the listing is read even on failure
     pending = sum(line.startswith("PENDING") for line in listed.stdout.splitlines())
     reader.stdin.write("\n")
     reader.stdin.flush()

@@ -99,7 +99,8 @@ class Drawing:
 
     def __init__(self, seed: int, examples: int, purpose: str) -> None:
         self.key = (seed, examples, purpose)
-        self.output = tempfile.TemporaryFile(mode="w+", encoding="utf-8")
+        # Read after the generator process ends; closed with this object.
+        self.output = tempfile.TemporaryFile(mode="w+", encoding="utf-8")  # noqa: SIM115
         command = [sys.executable, "-m", "engram_mcp.conformance._fuzz", "--full", "--seed", str(seed),
                    "--examples", str(examples), "--purpose", purpose]
         for family in DRAWN:

@@ -23,7 +23,15 @@ from engram_mcp.conformance._checks import Blocked, check, require
 from engram_mcp.conformance._connect import Reply
 from engram_mcp.conformance._profile import ACCEPTS_BENIGN, ScopeProfile
 from engram_mcp.conformance._timing import Comparison, compare
-from engram_mcp.conformance._world import World, capture_arguments, fresh_key, planted_credential, unique, unknown_candidate, unknown_record
+from engram_mcp.conformance._world import (
+    World,
+    capture_arguments,
+    fresh_key,
+    planted_credential,
+    unique,
+    unknown_candidate,
+    unknown_record,
+)
 from engram_mcp.contract import record_id
 
 GET, CAPTURE = "engram_memory_get", "engram_memory_capture"
@@ -208,7 +216,8 @@ def normalized(reply: Reply) -> dict[str, Any]:
     envelope = result.get("structuredContent")
     audit = envelope.pop("auditId", None) if isinstance(envelope, dict) else None
     content = []
-    for item in result.get("content", []) or []:
+    for listed in result.get("content", []) or []:
+        item = listed
         if isinstance(item, dict) and item.get("type") == "text" and isinstance(item.get("text"), str):
             try:
                 parsed = json.loads(item["text"])

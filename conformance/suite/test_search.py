@@ -7,6 +7,7 @@ exactly which records it must (and must not) return.
 
 from __future__ import annotations
 
+import itertools
 import re
 import secrets
 from dataclasses import dataclass, field
@@ -158,7 +159,7 @@ def test_paging_returns_every_match_once(world: World) -> None:
         assert pages <= len(marked.ids) + 2, "paging does not end"
     world.evidence.add("paging", {"pages": pages, "records": len(seen), "matches": len(marked.ids), "ranks": ranks})
     assert len(seen) == len(set(seen)), "a record came back on two pages"
-    assert all(isinstance(r, int) for r in ranks) and all(a < b for a, b in zip(ranks, ranks[1:], strict=False)), (
+    assert all(isinstance(r, int) for r in ranks) and all(a < b for a, b in itertools.pairwise(ranks)), (
         f"ranks do not increase across pages: {ranks}")
     assert set(seen) == set(marked.ids), (
         f"paging returned {len(set(seen) & set(marked.ids))} of the {len(marked.ids)} matches"
@@ -309,7 +310,7 @@ def test_max_packet_bytes_outside_its_bounds_is_invalid(world: World, tool: str,
 
 
 @check("search.packet-budget", "EMC-SRCH-005")
-@pytest.mark.parametrize("tool,budget", [(SEARCH, BUDGET_MIN), (SEARCH, 16384), (SEARCH, None), (GET, BUDGET_MIN),
+@pytest.mark.parametrize(("tool", "budget"), [(SEARCH, BUDGET_MIN), (SEARCH, 16384), (SEARCH, None), (GET, BUDGET_MIN),
                                          (GET, None)], ids=["search-min", "search-16384", "search-default",
                                                             "get-min", "get-default"])
 def test_a_value_never_exceeds_the_budget(world: World, tool: str, budget: int | None) -> None:

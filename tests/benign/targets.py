@@ -21,6 +21,7 @@ variant is never excused. tests/test_benign_variants.py runs the catalog.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import hashlib
 import hmac
@@ -47,8 +48,8 @@ from engram_mcp.contract import load, profile_digest, receipt_digest
 from engram_mcp.reference import _envelope
 from engram_mcp.reference._config import load_config
 from engram_mcp.reference._envelope import tool_result
-from engram_mcp.reference._server import ReferenceServer
 from engram_mcp.reference._serve import run_stdio
+from engram_mcp.reference._server import ReferenceServer
 
 CONTRACT = load()
 SEARCH, GET = "engram_memory_search", "engram_memory_get"
@@ -194,8 +195,8 @@ def defs_and_refs(schema: dict[str, Any], tool: str) -> dict[str, Any]:
         for key, value in node.items():
             if key == "properties" and isinstance(value, dict):
                 out[key] = {}
-                for prop, sub in value.items():
-                    sub = hoist(sub, f"{path}.{prop}")
+                for prop, raw in value.items():
+                    sub = hoist(raw, f"{path}.{prop}")
                     sub.pop("description", None)
                     text = json.dumps(sub, sort_keys=True)
                     if text not in names:
@@ -626,10 +627,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format=f"benign[{args.variant}]: %(message)s")
     server = VariantServer(load_config(args.config))
     VARIANTS[args.variant].apply(server)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         run_stdio(server)  # as engram-reference serves: the bounded stdio transport
-    except KeyboardInterrupt:
-        pass
     return 0
 
 

@@ -29,7 +29,7 @@ def test_connectables_parse_like_a_shell_and_refuse_the_rest() -> None:
     assert target.kind == "stdio" and target.command == ("my-server", "--config", "a b.toml")
     assert parse_target("https://example.invalid/mcp").kind == "http"
     for bad in ("stdio:", "ftp://x", "my-server"):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=r"stdio|--target"):
             parse_target(bad)
 
 
@@ -50,9 +50,9 @@ def test_a_profile_without_an_audience_is_refused(tmp_path: Path) -> None:
 
 
 def test_check_markers_refuse_unknown_requirements_and_malformed_ids() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="unknown requirements"):
         check("envelope.shape", "EMC-NOPE-001")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="malformed check id"):
         check("Envelope_Shape", "EMC-ENV-002")
 
 

@@ -43,7 +43,7 @@ def test_ties_are_averaged_and_identical_samples_give_no_evidence() -> None:
 
 
 def test_empty_samples_are_refused() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="non-empty"):
         mann_whitney_u([], [1.0])
 
 

@@ -231,7 +231,7 @@ class Host:
         """The Binding the server derives from ``meta(...)`` (ids do not depend on the token's own fields)."""
         return Binding(tenant, workspace, principal, "agent-1", session, PURPOSE, self.issuer, self.audience, 0, 0, "jti")
 
-    def forged(self, kind: str, **kw: Any) -> dict[str, Any]:
+    def forged(self, kind: str, **kw: Any) -> dict[str, Any]:  # noqa: PLR0912 - one branch per forgery
         """A ``_meta`` whose binding the server must refuse (Appendix A of the host profile)."""
         now = time.time()
         if kind == "expired":
@@ -552,12 +552,14 @@ async def http_client_for(
 ) -> AsyncIterator[McpClient]:
     confirmer = confirmer or Confirmer()
     headers = {"Authorization": f"Bearer {server.bearer}"}
-    async with httpx2.AsyncClient(headers=headers, timeout=CALL_TIMEOUT) as http:
-        async with streamable_http_client(server.url, http_client=http) as (read, write):
-            callback = confirmer.elicitation_callback if elicitation else None
-            async with ClientSession(read, write, read_timeout_seconds=CALL_TIMEOUT, elicitation_callback=callback) as session:
-                await _open_session(session, era)
-                yield McpClient(session, era, server.ref.host, confirmer)
+    callback = confirmer.elicitation_callback if elicitation else None
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=CALL_TIMEOUT) as http,
+        streamable_http_client(server.url, http_client=http) as (read, write),
+        ClientSession(read, write, read_timeout_seconds=CALL_TIMEOUT, elicitation_callback=callback) as session,
+    ):
+        await _open_session(session, era)
+        yield McpClient(session, era, server.ref.host, confirmer)
 
 
 @pytest.fixture(scope="module", params=ERAS)

@@ -16,7 +16,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import mcp_types as types
 import pytest
@@ -214,7 +214,7 @@ def test_an_expired_record_is_invisible_but_forgettable(harness: Harness) -> Non
 
 def test_the_journal_is_a_hash_chain_without_content(harness: Harness) -> None:
     word = marker()
-    cid, rid = harness.admit(f"Chained {word}.")
+    _, rid = harness.admit(f"Chained {word}.")
     harness.value("engram_memory_forget", forget_args(rid))
     previous = ZERO_DIGEST
     rows = harness.store._db.execute("SELECT * FROM journal ORDER BY cursor").fetchall()
@@ -325,7 +325,7 @@ def test_audit_ids_are_fresh_and_opaque() -> None:
 
 def test_refusal_takes_only_contract_codes() -> None:
     assert Refusal("NOT_FOUND").code == "NOT_FOUND"
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="not a contract error code"):
         Refusal("SOMETHING_ELSE")
 
 
@@ -447,7 +447,7 @@ def reference(server_dir: ReferenceDir) -> Iterator[ReferenceServer]:
 CALLS: dict[str, Callable[[], dict[str, Any]]] = {
     "engram_memory_search": lambda: search_args("anything"),
     "engram_memory_get": lambda: get_args("mem_aaaa"),
-    "engram_memory_capture": lambda: capture_args(),
+    "engram_memory_capture": capture_args,
     "engram_memory_request_admission": lambda: admission_args("candidate_" + "0" * 64),
 }
 
@@ -458,7 +458,8 @@ async def call_in_process(server: ReferenceServer, era: str, tool: str, argument
         return types.ElicitResult(action="accept", content={"confirm": True})
 
     async with Client(server.server, mode=MODES[era], elicitation_callback=accept, cache=None) as client:
-        request = types.CallToolRequest(params=types.CallToolRequestParams(name=tool, arguments=arguments, _meta=meta))
+        request = types.CallToolRequest(params=types.CallToolRequestParams(
+            name=tool, arguments=arguments, _meta=cast(types.RequestParamsMeta, meta)))
         try:
             return await client.session.send_request(request, types.CallToolResult, request_read_timeout_seconds=20)
         except MCPError as error:
@@ -508,7 +509,7 @@ async def test_a_failing_audit_journal_never_leaks_through_a_protocol_refusal(
         outcome = await call_in_process(reference, era, tool, arguments, meta)
         assert isinstance(outcome, MCPError)
         assert SECRET not in outcome.error.message
-        assert outcome.error.message in (UNKNOWN_TOOL.message, UNTRUSTED.message, "Internal server error"), outcome.error
+        assert outcome.error.message in (expected.message, "Internal server error"), outcome.error
 
 
 @pytest.mark.anyio
@@ -520,13 +521,16 @@ async def test_a_failing_confirmation_store_is_a_constant_envelope(
     arguments = withdraw_args("candidate_" + "0" * 64)
     meta = server_dir.host.meta()
     async with Client(reference.server, mode="2026-07-28", cache=None,
-                      elicitation_callback=lambda c, p: None) as client:  # type: ignore[arg-type, return-value]
+                      elicitation_callback=lambda c, p: None) as client:  # type: ignore[arg-type]
         session = client.session
-        first = await session.call_tool("engram_memory_withdraw", arguments, meta=meta, allow_input_required=True)
+        first = await session.call_tool("engram_memory_withdraw", arguments, meta=cast(types.RequestParamsMeta, meta),
+                                        allow_input_required=True)
         assert isinstance(first, types.InputRequiredResult)
         retry = types.CallToolRequest(params=types.CallToolRequestParams(
-            name="engram_memory_withdraw", arguments=arguments, _meta=meta, request_state=first.request_state,
-            input_responses={"sentropic.engram.memory/confirmation": {"action": "accept", "content": {"confirm": True}}}))
+            name="engram_memory_withdraw", arguments=arguments, _meta=cast(types.RequestParamsMeta, meta),
+            request_state=first.request_state,
+            input_responses={"sentropic.engram.memory/confirmation": types.ElicitResult(action="accept",
+                                                                                      content={"confirm": True})}))
         outcome = await session.send_request(retry, types.CallToolResult, request_read_timeout_seconds=20)
     assert_constant(outcome, "engram_memory_withdraw")
 

@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.keywrap import aes_key_unwrap
 
 from engram_mcp.reference._crypto import DOMAIN, FORMAT_V1, AesGcmCipher, load_kek, write_kek
-from engram_mcp.reference._ports import Scope, Sealed, SealBroken
+from engram_mcp.reference._ports import Scope, SealBroken, Sealed
 
 KEK = bytes(range(32))
 SCOPE = Scope(tenant="tenant-a", workspace="workspace-1")
@@ -100,7 +100,7 @@ def test_every_flipped_ciphertext_byte_is_refused(cipher: AesGcmCipher) -> None:
         tampered = bytearray(sealed.ciphertext)
         tampered[i] ^= 0x01
         broken = replace(sealed, ciphertext=bytes(tampered))
-        assert_broken(lambda: cipher.open(broken, scope=SCOPE, candidate_id=CANDIDATE))
+        assert_broken(lambda broken=broken: cipher.open(broken, scope=SCOPE, candidate_id=CANDIDATE))
 
 
 def test_every_flipped_wrapped_key_byte_is_refused(cipher: AesGcmCipher, sealed: Sealed) -> None:
@@ -108,7 +108,7 @@ def test_every_flipped_wrapped_key_byte_is_refused(cipher: AesGcmCipher, sealed:
         tampered = bytearray(sealed.wrapped_key)
         tampered[i] ^= 0x80
         broken = replace(sealed, wrapped_key=bytes(tampered))
-        assert_broken(lambda: cipher.open(broken, scope=SCOPE, candidate_id=CANDIDATE))
+        assert_broken(lambda broken=broken: cipher.open(broken, scope=SCOPE, candidate_id=CANDIDATE))
 
 
 @pytest.mark.parametrize(
@@ -174,7 +174,7 @@ def test_non_bytes_and_unencodable_ids_are_refused(cipher: AesGcmCipher, sealed:
 
 @pytest.mark.parametrize("kek", [b"", b"\x00" * 16, b"\x00" * 24, b"\x00" * 33, "0" * 32])
 def test_only_a_32_byte_kek_is_accepted(kek: object) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="key-encryption key must be exactly"):
         AesGcmCipher(kek)  # type: ignore[arg-type]
 
 

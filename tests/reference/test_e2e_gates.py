@@ -42,7 +42,7 @@ pytestmark = pytest.mark.anyio
 
 REFUSALS = ("decline", "cancel", "accept_false", "accept_extra", "accept_empty", "accept_string", "error")
 SHORT_TTL = 2
-OPS = {"workspace": "ops"}
+OPS: dict[str, Any] = {"workspace": "ops"}
 APPROVE = {CONFIRMATION_INPUT_KEY: {"action": "accept", "content": {"confirm": True}}}
 DECLINE = {CONFIRMATION_INPUT_KEY: {"action": "decline"}}
 
@@ -240,6 +240,7 @@ async def test_modern_input_required_result_changes_nothing(modern: McpClient) -
     cid = (await captured(modern))["candidate_id"]
     meta = modern.host.meta()
     first = await modern.input_required("engram_memory_withdraw", withdraw_args(cid), meta)
+    assert first.input_requests is not None
     assert set(first.input_requests) == {CONFIRMATION_INPUT_KEY}
     request = first.input_requests[CONFIRMATION_INPUT_KEY]
     assert isinstance(request, types.ElicitRequest)
@@ -275,6 +276,7 @@ async def test_modern_forged_retries_fail_the_gate(modern: McpClient) -> None:
     args_a, args_b = withdraw_args(a), withdraw_args(b)
     meta = host.meta()
     state_a = (await modern.input_required("engram_memory_withdraw", args_a, meta)).request_state
+    assert state_a is not None
     state_b = (await modern.input_required("engram_memory_withdraw", args_b, meta)).request_state
     withdraw = "engram_memory_withdraw"
 
@@ -334,7 +336,7 @@ async def test_modern_an_expired_state_fails_the_gate(tmp_path_factory: pytest.T
 
 
 async def test_modern_request_state_is_ignored_where_no_confirmation_is_needed(modern: McpClient) -> None:
-    retry = {"request_state": "garbage", "input_responses": DECLINE}
+    retry: dict[str, Any] = {"request_state": "garbage", "input_responses": DECLINE}
     found = await modern.raw("engram_memory_search", search_args("anything"), modern.host.meta(), **retry)
     assert found.structured_content["ok"]
     captured_now = await modern.raw("engram_memory_capture", capture_args(), modern.host.meta(), **retry)

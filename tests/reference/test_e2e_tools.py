@@ -14,7 +14,14 @@ from typing import Any
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from engram_mcp.contract import canonical_bytes, payload_digest, profile_digest, receipt_digest, record_digest, record_id
+from engram_mcp.contract import (
+    canonical_bytes,
+    payload_digest,
+    profile_digest,
+    receipt_digest,
+    record_digest,
+    record_id,
+)
 from engram_mcp.contract.binding import capture_candidate_id, scope_ref
 from engram_mcp.contract.validation import instant
 from tests.reference.conftest import (
@@ -355,7 +362,7 @@ async def test_admission_rejects_a_secret(client: McpClient, secret: str) -> Non
 
 
 async def test_admission_left_to_adjudication(client: McpClient) -> None:
-    globex = {"tenant": "globex", "workspace": "triage"}
+    globex: dict[str, Any] = {"tenant": "globex", "workspace": "triage"}
     candidate = await captured(client, **globex)
     cid = candidate["candidate_id"]
     first = await client.call("engram_memory_request_admission", admission_args(cid), **globex)
@@ -439,7 +446,7 @@ async def test_not_found_cannot_tell_why(client: McpClient) -> None:
     await client.call("engram_memory_forget", forget_args(forgotten_rid))
     unknown_cid = "candidate_" + "0" * 64
     unknown_rid = record_id("sha256:" + "1" * 64)
-    elsewhere = ({"tenant": "globex"}, {"workspace": "ops"})
+    elsewhere: tuple[dict[str, Any], ...] = ({"tenant": "globex"}, {"workspace": "ops"})
 
     refusals: list[Result] = []
     record_ids = [unknown_rid, record_id(pending["record_digest"]), record_id(withdrawn["record_digest"]),
@@ -591,7 +598,7 @@ async def test_the_packet_budget_holds_for_the_whole_value(client: McpClient, bu
     seen: list[str] = []
     cursor = None
     while True:
-        extra = {"page_cursor": cursor} if cursor else {}
+        extra: dict[str, Any] = {"page_cursor": cursor} if cursor else {}
         value = (await search(client, word, max_packet_bytes=budget, **extra)).value
         assert len(canonical_bytes(value, normalize=False)) <= budget
         assert value["records"], "never an empty page"

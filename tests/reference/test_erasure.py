@@ -320,7 +320,7 @@ def engine(tmp_path: Path) -> Iterator[Engine]:
 
 def call(engine: Engine, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
     outcome = engine.call(tool, binding(), arguments, NOW)
-    assert outcome.code is None, outcome.code
+    assert outcome.code is None and outcome.value is not None, outcome.code
     return outcome.value
 
 
