@@ -8,7 +8,7 @@ tools/make_fixtures.py).
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 Path = tuple[str | int, ...]
@@ -60,54 +60,32 @@ def label_of(path: Path) -> str:
     return text.lstrip(".") or "(arguments)"
 
 
-def object_paths(node: Any, path: Path = ()) -> list[Path]:
+def walk(node: Any, path: Path = ()) -> Iterator[tuple[Path, Any]]:
+    """Every value with its path, in document order: a container before what it holds."""
+    yield path, node
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from walk(value, path + (key,))
+    elif isinstance(node, list):
+        for i, item in enumerate(node):
+            yield from walk(item, path + (i,))
+
+
+def object_paths(node: Any) -> list[Path]:
     """Every path that holds a JSON object, the arguments themselves first."""
-    found: list[Path] = []
-    if isinstance(node, dict):
-        found.append(path)
-        for key, value in node.items():
-            found += object_paths(value, path + (key,))
-    elif isinstance(node, list):
-        for i, item in enumerate(node):
-            found += object_paths(item, path + (i,))
-    return found
+    return [path for path, value in walk(node) if isinstance(value, dict)]
 
 
-def member_paths(node: Any, path: Path = ()) -> list[Path]:
-    """Every object member, at every depth."""
-    found: list[Path] = []
-    if isinstance(node, dict):
-        for key, value in node.items():
-            found.append(path + (key,))
-            found += member_paths(value, path + (key,))
-    elif isinstance(node, list):
-        for i, item in enumerate(node):
-            found += member_paths(item, path + (i,))
-    return found
+def member_paths(node: Any) -> list[Path]:
+    """Every object member, at every depth (a member's path ends with its key)."""
+    return [path for path, _ in walk(node) if path and isinstance(path[-1], str)]
 
 
-def array_paths(node: Any, path: Path = ()) -> list[Path]:
+def array_paths(node: Any) -> list[Path]:
     """Every path that holds an array."""
-    found: list[Path] = []
-    if isinstance(node, list):
-        found.append(path)
-        for i, item in enumerate(node):
-            found += array_paths(item, path + (i,))
-    elif isinstance(node, dict):
-        for key, value in node.items():
-            found += array_paths(value, path + (key,))
-    return found
+    return [path for path, value in walk(node) if isinstance(value, list)]
 
 
-def string_paths(node: Any, path: Path = ()) -> list[Path]:
+def string_paths(node: Any) -> list[Path]:
     """Every path that holds a string."""
-    found: list[Path] = []
-    if isinstance(node, str):
-        found.append(path)
-    elif isinstance(node, dict):
-        for key, value in node.items():
-            found += string_paths(value, path + (key,))
-    elif isinstance(node, list):
-        for i, item in enumerate(node):
-            found += string_paths(item, path + (i,))
-    return found
+    return [path for path, value in walk(node) if isinstance(value, str)]
