@@ -24,15 +24,13 @@ from typing import Any
 
 from engram_mcp.conformance._certificate import (
     ATTESTATION_FILE,
-    Attested,
     CertificateError,
-    describe,
     predicate_of,
     signer_from_file,
     verifier_from_file,
-    verify,
     write_attestation,
 )
+from engram_mcp.conformance._certificate_verify import Attested, describe, verify
 from engram_mcp.conformance._dsse import keyid_of, load_public_key, new_key_pair
 from engram_mcp.conformance._run import Run, harness_version
 from engram_mcp.contract import load

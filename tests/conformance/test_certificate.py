@@ -24,9 +24,9 @@ from engram_mcp.conformance._certificate import (
     CertificateError,
     signer_from_file,
     verifier_from_file,
-    verify,
     write_attestation,
 )
+from engram_mcp.conformance._certificate_verify import verify
 from engram_mcp.conformance._checks import SOURCES_SCORED, Status
 from engram_mcp.conformance._cli import main
 from engram_mcp.conformance._connect import parse_target
