@@ -110,6 +110,20 @@ def test_the_tools_of_the_failing_cases_narrow_the_blame_further() -> None:
     assert spared(failed) == covered[1:]
 
 
+def test_a_failure_of_the_bundled_reference_reproduces_with_target_reference(tmp_path: Path) -> None:
+    """The CLI serves `--target reference` from a scratch directory gone after the run: the command names it again."""
+    from engram_mcp.conformance._cli import _reference_target
+    from engram_mcp.conformance._findings import reproduction
+
+    label, profile = _reference_target(tmp_path / "engram-conformance-x1" / "reference")
+    run = Run(target=parse_target(label), profile=load_profile(profile), host=None, confirmer=None,  # type: ignore[arg-type]
+              eras=("legacy", "modern"), seed=3, examples=25, strict=False, baseline=frozenset(), report_dir=None,
+              timeout=1.0, level="profile")
+    failed = Result("gate.refusal", ("EMC-GATE-001",), "modern", Status.FAIL, "n", 0.1, "ran", case="decline-forget")
+    assert reproduction(run, failed) == ("conformance --target reference --select gate.refusal --era modern "
+                                         "--seed 3 --examples 25 --level profile")
+
+
 # -- what a person sees --------------------------------------------------------------------------------------
 
 
