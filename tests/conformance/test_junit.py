@@ -92,7 +92,7 @@ def test_a_failing_run_is_valid_and_named_by_its_checks(schema: xmlschema.XMLSch
     assert named["envelope.fixed-messages"].find("error") is not None
     # One suite per era, one for the checks run once for every era, and the run's own.
     assert [s.get("name") for s in root.iter("testsuite")] == ["run", "legacy era", "modern era", "every era"]
-    assert verdict_case(root).find("failure").get("message") == "VERDICT: not conformant (a MUST failed)"  # type: ignore[union-attr]
+    assert verdict_case(root).find("failure").get("message") == "VERDICT: not conformant (a MUST failed)"
 
 
 def test_an_unreachable_run_is_a_failing_testcase_not_an_empty_file(schema: xmlschema.XMLSchema) -> None:
@@ -113,7 +113,7 @@ def test_an_incomplete_run_fails_even_when_no_check_failed(schema: xmlschema.XML
     data, root = document(bare_run(results))
     schema.validate(data.decode("utf-8"))
     assert not [c for c in root.iter("testcase") if c.find("failure") is not None and c.get("name") != "run.verdict"]
-    assert verdict_case(root).find("failure").get("message", "").startswith("VERDICT: incomplete")  # type: ignore[union-attr]
+    assert verdict_case(root).find("failure").get("message", "").startswith("VERDICT: incomplete")
 
 
 def test_a_conformant_run_passes_its_verdict(schema: xmlschema.XMLSchema) -> None:
@@ -129,7 +129,7 @@ def test_text_xml_cannot_carry_is_escaped(schema: xmlschema.XMLSchema) -> None:
                            {"value": odd}, case="search")])
     data, root = document(run)
     schema.validate(data.decode("utf-8"))
-    message = cases(root)["arguments.nfc@legacy[search]"].find("failure").get("message")  # type: ignore[union-attr]
+    message = cases(root)["arguments.nfc@legacy[search]"].find("failure").get("message")
     assert message == "control \\u0001 char, lone \\ud800 surrogate, form feed \\u000c"
 
 
@@ -144,7 +144,7 @@ def test_the_command_line_writes_it_for_a_real_run(tmp_path: Path) -> None:
         xmlschema.XMLSchema(str(SCHEMAS / name)).validate(data.decode("utf-8"))
     named = cases(ET.fromstring(data))
     assert named["discovery.granted-tools@legacy"].find("failure") is None
-    assert named["run.verdict"].find("failure").get("message", "").startswith("VERDICT: incomplete")  # type: ignore[union-attr]
+    assert named["run.verdict"].find("failure").get("message", "").startswith("VERDICT: incomplete")
 
 
 def test_write_reports_writes_junit_beside_the_others(tmp_path: Path) -> None:
