@@ -14,7 +14,8 @@ the clock (an expiry) is judged again at the moment it is sent. An invalid case
 that only a profile pin refuses names it in ``pins`` (see ``_pins``).
 
 Schema-driven cases are drawn with hypothesis under a fixed seed, ``--examples``
-draws per tool and mode, so the same seed gives the same cases. Just before
+draws per tool and mode, so the same seed gives the same cases on the same code
+(see ``families/schemathesis.py`` for why not across versions). Just before
 sending, a check may put the bound purpose into a fixture case and give a valid
 mutation case an idempotency key of its own (``bind_purpose``, ``salted_key``);
 neither ever changes a verdict. ``--full`` prints arguments exactly, in a form
