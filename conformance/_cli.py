@@ -27,15 +27,12 @@ from engram_mcp.conformance._certificate import (
     CertificateError,
     predicate_of,
     signer_from_file,
-    verifier_from_file,
     write_attestation,
 )
-from engram_mcp.conformance._certificate_verify import Attested, describe, verify
-from engram_mcp.conformance._dsse import keyid_of, load_public_key, new_key_pair
-from engram_mcp.conformance._run import Run, harness_version
+from engram_mcp.conformance._cli_certificate import keygen, verify_certificate
+from engram_mcp.conformance._run import EXIT_UNREACHABLE, EXIT_USAGE, Run, harness_version
 from engram_mcp.contract import load
 
-EXIT_USAGE, EXIT_ENVIRONMENT = 2, 3
 EPILOG = """exit codes:
   0  conformant: every scored MUST of the level was exercised and passed in every era the target speaks
      (with --expected-failures: no failure beyond the baseline)
@@ -47,13 +44,6 @@ EPILOG = """exit codes:
 
 subcommands: 'conformance list', 'conformance explain ID', 'conformance keygen FILE',
 'conformance verify-certificate FILE --key PUBLIC [--report report.jsonl]'."""
-VERIFY_EPILOG = """exit codes:
-  0  authentic, and it certifies a conformant run
-  1  not verified: no signature verifies with the key, the statement is not a conformance run's,
-     or the report does not match the attested digest
-  2  usage error (a file cannot be read, a key is not an Ed25519 PEM key)
-  6  authentic, but the attested run is not conformant (its verdict is printed)"""
-EXIT_NOT_VERIFIED, EXIT_NOT_CONFORMANT = 1, 6
 SUITE = Path(__file__).resolve().parent / "suite"
 
 
@@ -198,7 +188,7 @@ def run(argv: list[str]) -> int:
             except (CertificateError, OSError) as problem:
                 # Asked for a signed result and got none: the job must not pass on the verdict alone.
                 print(f"conformance: no attestation: {problem}", file=sys.stderr)
-                code = EXIT_ENVIRONMENT
+                code = EXIT_UNREACHABLE
             else:
                 print(f"signed: {attestation} (Ed25519, keyid {signer.keyid}); check it with "
                       f"`conformance verify-certificate {attestation} --key PUBLIC.pem`")
@@ -252,74 +242,6 @@ def explain(identifier: str) -> int:
         return 0
     print(f"conformance: no requirement or check is called {identifier!r}", file=sys.stderr)
     return EXIT_USAGE
-
-
-def keygen(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="conformance keygen",
-                                     description="Write a new Ed25519 key pair: FILE (private, PKCS#8 PEM, mode 0600) "
-                                                 "for --sign-key and FILE.pub (public PEM) for verify-certificate.")
-    parser.add_argument("file", type=Path)
-    args = parser.parse_args(argv)
-    private_path, public_path = args.file, args.file.with_name(args.file.name + ".pub")
-    private, public = new_key_pair()
-    try:
-        # O_EXCL: never overwrite a key, and the private half is never readable by others, even briefly.
-        descriptor = os.open(private_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        print(f"conformance: {private_path} exists; keygen never overwrites a key", file=sys.stderr)
-        return EXIT_USAGE
-    except OSError as problem:
-        print(f"conformance: cannot write {private_path}: {problem.strerror}", file=sys.stderr)
-        return EXIT_USAGE
-    with os.fdopen(descriptor, "wb") as out:
-        out.write(private)
-    public_path.write_bytes(public)
-    print(f"private key: {private_path}\npublic key:  {public_path}\nkeyid:       {keyid_of(load_public_key(public))}")
-    return 0
-
-
-def verify_certificate(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="conformance verify-certificate",
-                                     description="Check a signed certificate (an in-toto attestation in a DSSE "
-                                                 "envelope) and print what it attests.",
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=VERIFY_EPILOG)
-    parser.add_argument("file", type=Path, help=f"the attestation, e.g. REPORT_DIR/{ATTESTATION_FILE}")
-    parser.add_argument("--key", type=Path, required=True, help="the signer's Ed25519 public key (PEM)")
-    parser.add_argument("--report", type=Path,
-                        help="the report.jsonl it attests (default: the one beside FILE, if any)")
-    parser.add_argument("--format", choices=["text", "json"], default="text",
-                        help="json: one JSON object (verified, conformant, exit_code, keyid, report, statement, error)")
-    args = parser.parse_args(argv)
-    try:
-        verifier = verifier_from_file(args.key)
-    except CertificateError as problem:
-        print(f"conformance: {problem}", file=sys.stderr)
-        return EXIT_USAGE
-    if not args.file.is_file():
-        print(f"conformance: no file {args.file}", file=sys.stderr)
-        return EXIT_USAGE
-    attested: Attested | None = None
-    try:
-        attested = verify(args.file, verifier, args.report)
-    except CertificateError as problem:
-        code, lines = EXIT_NOT_VERIFIED, [f"NOT VERIFIED: {problem}"]
-    else:
-        code = 0 if attested.conformant else EXIT_NOT_CONFORMANT
-        lines = [*describe(attested), "VERIFIED: a certificate of conformance" if attested.conformant else
-                 "AUTHENTIC, BUT NOT A CERTIFICATE OF CONFORMANCE: the attested run is not conformant"]
-    if args.format == "json":
-        print(json.dumps({
-            "exit_code": code, "verified": attested is not None,
-            "conformant": attested.conformant if attested else None,
-            "keyid": attested.keyid if attested else None,
-            "report": str(attested.report) if attested and attested.report else None,
-            "statement": attested.statement if attested else None,
-            "error": lines[0].removeprefix("NOT VERIFIED: ") if attested is None else None,
-            "notes": attested.notes if attested else [],
-        }, ensure_ascii=False, sort_keys=True))
-    else:
-        print("\n".join(lines))
-    return code
 
 
 def _explain_command(argv: list[str]) -> int:

@@ -29,6 +29,7 @@ from engram_mcp.conformance._certificate import (
 from engram_mcp.conformance._certificate_verify import verify
 from engram_mcp.conformance._checks import SOURCES_SCORED, Status
 from engram_mcp.conformance._cli import main
+from engram_mcp.conformance._cli_certificate import EXIT_NOT_CONFORMANT, EXIT_NOT_VERIFIED
 from engram_mcp.conformance._connect import parse_target
 from engram_mcp.conformance._dsse import (
     Ed25519Signer,
@@ -49,7 +50,6 @@ from engram_mcp.conformance._run import Result, Run, ServerInfo
 from engram_mcp.contract import load
 
 CONFORMANCE = [sys.executable, "-m", "engram_mcp.conformance"]
-EXIT_NOT_VERIFIED, EXIT_NOT_CONFORMANT = 1, 6
 
 
 # -- DSSE ---------------------------------------------------------------------------
