@@ -41,7 +41,16 @@ class Status(str, Enum):  # noqa: UP042 - StrEnum would change how statuses form
 
 
 # Worst first: a requirement's verdict is the worst status among its checks.
-SEVERITY = [Status.FAIL, Status.ERROR, Status.XPASS, Status.BLOCKED, Status.WARN, Status.XFAIL, Status.PASS, Status.SKIP]
+SEVERITY = [
+    Status.FAIL,
+    Status.ERROR,
+    Status.XPASS,
+    Status.BLOCKED,
+    Status.WARN,
+    Status.XFAIL,
+    Status.PASS,
+    Status.SKIP,
+]
 
 
 def worst(statuses: list[Status]) -> Status:
@@ -80,7 +89,8 @@ def is_deep() -> bool:
 
 
 def needs_deep(seconds: float, what: str) -> None:
-    """Skip (not exercised) a wait longer than SHORT_WAIT_SECONDS unless the run is --deep; the reason says how to unlock it."""
+    """Skip (not exercised) a wait longer than SHORT_WAIT_SECONDS unless the run is --deep; the reason says how to
+    unlock it."""
     if seconds > SHORT_WAIT_SECONDS and not _deep:
         pytest.skip(f"{what} needs a wait of {seconds:g} s: run with --deep, or make it at most "
                     f"{SHORT_WAIT_SECONDS:g} s in the profile")
@@ -134,7 +144,10 @@ def check(check_id: str, *requirements: str) -> Callable[[F], F]:
     return mark
 
 
-SOURCES_SCORED = {"contract": frozenset({"contract", "wiring"}), "profile": frozenset({"contract", "wiring", "profile"})}
+SOURCES_SCORED = {
+    "contract": frozenset({"contract", "wiring"}),
+    "profile": frozenset({"contract", "wiring", "profile"}),
+}
 
 
 def levels(requirement_ids: tuple[str, ...]) -> set[str]:

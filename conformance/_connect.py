@@ -68,7 +68,9 @@ class Target:
         return f"stdio:{shlex.join(self.command)}" if self.kind == "stdio" else self.url
 
 
-def parse_target(text: str, *, env: Mapping[str, str] | None = None, headers: Mapping[str, str] | None = None) -> Target:
+def parse_target(
+    text: str, *, env: Mapping[str, str] | None = None, headers: Mapping[str, str] | None = None
+) -> Target:
     """A connectable string as a Target; raises ValueError with a usage message."""
     if text.startswith("stdio:"):
         command = tuple(shlex.split(text[len("stdio:"):]))
@@ -115,7 +117,9 @@ class Reply:
 class Connection:
     """One session with the target in one protocol era."""
 
-    def __init__(self, target: Target, era: Era, confirmer: Confirmer, *, elicitation: bool = True, timeout: float = 30.0) -> None:
+    def __init__(
+        self, target: Target, era: Era, confirmer: Confirmer, *, elicitation: bool = True, timeout: float = 30.0
+    ) -> None:
         self.target, self.era, self.confirmer = target, era, confirmer
         self.elicitation, self.timeout = elicitation, timeout
         self.answer: Answer = "accept"
@@ -158,9 +162,16 @@ class Connection:
                                                env=dict(self.target.env) or None)
                 read, write = await stack.enter_async_context(stdio_client(params, errlog=self.stderr))
             else:
-                client = await stack.enter_async_context(httpx2.AsyncClient(
-                    headers=dict(self.target.headers), timeout=self.timeout, event_hooks={"response": [self._on_response]}))
-                read, write = await stack.enter_async_context(streamable_http_client(self.target.url, http_client=client))
+                client = await stack.enter_async_context(
+                    httpx2.AsyncClient(
+                        headers=dict(self.target.headers),
+                        timeout=self.timeout,
+                        event_hooks={"response": [self._on_response]},
+                    )
+                )
+                read, write = await stack.enter_async_context(
+                    streamable_http_client(self.target.url, http_client=client)
+                )
             session = await stack.enter_async_context(
                 ClientSession(read, write, read_timeout_seconds=self.timeout, elicitation_callback=callback,
                               message_handler=self._on_message)
@@ -234,7 +245,9 @@ class Connection:
             return TargetUnreachable(f"the target command cannot be started: {self.target.command[0]}: {why}")
         unreachable = _first(leaves, httpx2.TransportError)
         if unreachable is not None:
-            return TargetUnreachable(f"cannot reach {self.target.url}: {str(unreachable)[:200] or type(unreachable).__name__}")
+            return TargetUnreachable(
+                f"cannot reach {self.target.url}: {str(unreachable)[:200] or type(unreachable).__name__}"
+            )
         leaf = leaves[0] if leaves else exc
         return TargetUnreachable(f"the target did not complete the {opening} exchange "
                                  f"({type(leaf).__name__}: {str(leaf)[:200]})" + self._stderr_note())
@@ -314,8 +327,11 @@ class Connection:
         self.answer = answer
         # model_construct: the harness must be able to send arguments no schema would allow.
         params = types.CallToolRequestParams.model_construct(
-            name=tool, arguments=arguments, input_responses=dict(input_responses) if input_responses is not None else None,
-            request_state=request_state, meta=dict(meta) if meta is not None else None,
+            name=tool,
+            arguments=arguments,
+            input_responses=dict(input_responses) if input_responses is not None else None,
+            request_state=request_state,
+            meta=dict(meta) if meta is not None else None,
         )
         reply = self._send(types.CallToolRequest.model_construct(method="tools/call", params=params), timeout)
         self.calls.append((tool, reply))

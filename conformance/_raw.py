@@ -81,7 +81,11 @@ class RawSession:
         response = self._http.post(self.target.url, content=text.encode("utf-8"), headers=self._headers())
         self._session_id = response.headers.get("mcp-session-id", self._session_id)
         if "text/event-stream" in response.headers.get("content-type", ""):
-            return [json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:") and line[5:].strip()]
+            return [
+                json.loads(line[5:])
+                for line in response.text.splitlines()
+                if line.startswith("data:") and line[5:].strip()
+            ]
         return [response.json()] if response.content else []
 
     def _write(self, text: str) -> list[dict[str, Any]]:

@@ -12,13 +12,15 @@ import secrets
 import string
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from engram_mcp.conformance._checks import Blocked, require
 from engram_mcp.conformance._connect import Connection, Reply
 from engram_mcp.conformance._host import Answer, Confirmer, HostBinding
 from engram_mcp.conformance._profile import Profile, ScopeProfile
 from engram_mcp.contract import load, record_id
+
+T = TypeVar("T")
 
 DIGEST = "sha256:" + "ab" * 32
 _counter = itertools.count(1)
@@ -69,7 +71,11 @@ def capture_arguments(purpose_ref: str, *, text: str | None = None, key: str | N
     return {
         "idempotency_key": key or fresh_key(),
         "payload": payload,
-        "evidence": {"evidence_ref": "evidence:conformance", "evidence_digest": DIGEST, "citation_ids": ["citation:source"]},
+        "evidence": {
+            "evidence_ref": "evidence:conformance",
+            "evidence_digest": DIGEST,
+            "citation_ids": ["citation:source"],
+        },
     }
 
 
@@ -97,13 +103,13 @@ class World:
 
     # -- scopes ------------------------------------------------------------------
 
-    def need(self, scope: ScopeProfile | None, role: str) -> ScopeProfile:
-        """A scope the check needs; SKIP when the profile has none in that role."""
+    def need(self, found: T | None, role: str) -> T:
+        """A scope (or principal) the check needs; SKIP when the profile has none in that role."""
         import pytest
 
-        if scope is None:
+        if found is None:
             pytest.skip(self.profile.lacks(role))
-        return scope
+        return found
 
     @property
     def primary(self) -> ScopeProfile:
@@ -188,12 +194,20 @@ class World:
         reply = self.call("engram_memory_capture", arguments, scope=scope, principal=principal)
         return arguments, self.value(reply, "capture")
 
-    def admit(self, candidate_id: str, *, scope: ScopeProfile | None = None, principal: str | None = None) -> dict[str, Any]:
-        reply = self.call("engram_memory_request_admission", {"candidate_id": candidate_id, "idempotency_key": fresh_key()},
-                          scope=scope, principal=principal)
+    def admit(
+        self, candidate_id: str, *, scope: ScopeProfile | None = None, principal: str | None = None
+    ) -> dict[str, Any]:
+        reply = self.call(
+            "engram_memory_request_admission",
+            {"candidate_id": candidate_id, "idempotency_key": fresh_key()},
+            scope=scope,
+            principal=principal,
+        )
         return self.value(reply, "request_admission")["outcome"]
 
-    def accepted_record(self, *, text: str | None = None, scope: ScopeProfile | None = None) -> tuple[str, dict[str, Any]]:
+    def accepted_record(
+        self, *, text: str | None = None, scope: ScopeProfile | None = None
+    ) -> tuple[str, dict[str, Any]]:
         """A record admitted into the scope: (record_id, capture arguments)."""
         scope = scope or self.primary
         principal = self.principal(scope, {"engram_memory_capture", "engram_memory_request_admission"})

@@ -288,7 +288,11 @@ class ArgumentOracle:
                 rule_id = self._classifier.rule(leaf)
                 found.append(Violation(rule_id, rules[rule_id].code, pointer(leaf.absolute_path)))
         for rule in rules.values():
-            if rule.mechanism == "check" and rule.id not in ("unicode_scalars", "arguments_size") and rule.applies_to(tool):
+            if (
+                rule.mechanism == "check"
+                and rule.id not in ("unicode_scalars", "arguments_size")
+                and rule.applies_to(tool)
+            ):
                 found.extend(self._run(rule.id, arguments, now))
         return self._finish(found)
 

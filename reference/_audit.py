@@ -95,7 +95,8 @@ class AuditJournal:
         total = (before["rows_compacted"] if before else 0) + removed
         db.execute(
             "INSERT INTO audit_checkpoints VALUES (?, ?, ?, ?) ON CONFLICT (chain) DO UPDATE SET "
-            "through_seq = excluded.through_seq, entry_hash = excluded.entry_hash, rows_compacted = excluded.rows_compacted",
+            "through_seq = excluded.through_seq, entry_hash = excluded.entry_hash, rows_compacted = "
+            "excluded.rows_compacted",
             (REFUSED, last["seq"], last["entry_hash"], total),
         )
         self._link(db, MAIN, {"kind": COMPACTION, "at": instant(datetime.now(UTC)), "chain": REFUSED,

@@ -162,9 +162,12 @@ class Engine:
 
     # -- idempotency -----------------------------------------------------
 
-    def _reserved(self, db: sqlite3.Connection, tool: str, caller: Binding, arguments: dict[str, Any]) -> dict[str, Any] | None:
+    def _reserved(
+        self, db: sqlite3.Connection, tool: str, caller: Binding, arguments: dict[str, Any]
+    ) -> dict[str, Any] | None:
         row = db.execute(
-            "SELECT intent, value FROM reservations WHERE tenant = ? AND workspace = ? AND principal = ? AND idempotency_key = ?",
+            "SELECT intent, value FROM reservations WHERE tenant = ? AND workspace = ? AND principal = ? AND "
+            "idempotency_key = ?",
             (caller.tenant, caller.workspace, caller.principal, arguments["idempotency_key"]),
         ).fetchone()
         if row is None:
@@ -173,7 +176,9 @@ class Engine:
             raise Refusal("DIGEST_CONFLICT")
         return _as_replay(tool, json.loads(row["value"]))
 
-    def _reserve(self, db: sqlite3.Connection, tool: str, caller: Binding, arguments: dict[str, Any], value: dict[str, Any]) -> None:
+    def _reserve(
+        self, db: sqlite3.Connection, tool: str, caller: Binding, arguments: dict[str, Any], value: dict[str, Any]
+    ) -> None:
         db.execute(
             "INSERT INTO reservations VALUES (?, ?, ?, ?, ?, ?)",
             (
@@ -218,7 +223,13 @@ class Engine:
     def _transaction(operation: str, cursor: int, event_digest: str, now: datetime, **extra: Any) -> str:
         return receipt_digest(
             "canonical-transaction",
-            {"operation": operation, "cursor": str(cursor), "event_digest": event_digest, "committed_at": instant(now), **extra},
+            {
+                "operation": operation,
+                "cursor": str(cursor),
+                "event_digest": event_digest,
+                "committed_at": instant(now),
+                **extra,
+            },
         )
 
     # -- capture ------------------------------------------------------------
@@ -251,16 +262,28 @@ class Engine:
                 "INSERT INTO candidates (candidate_id, tenant, workspace, principal, state, record_id, payload_digest, "
                 "created_cursor, ciphertext, wrapped_key, created_ms, body_bytes) "
                 "VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?)",
-                (cid, caller.tenant, caller.workspace, caller.principal, record["record_id"],
-                 self.digests.stored(digest_of_payload, scope_of(caller)), cursor, sealed.ciphertext, sealed.wrapped_key,
-                 epoch_ms(now), len(sealed.ciphertext)),
+                (
+                    cid,
+                    caller.tenant,
+                    caller.workspace,
+                    caller.principal,
+                    record["record_id"],
+                    self.digests.stored(digest_of_payload, scope_of(caller)),
+                    cursor,
+                    sealed.ciphertext,
+                    sealed.wrapped_key,
+                    epoch_ms(now),
+                    len(sealed.ciphertext),
+                ),
             )
             value = {
                 "status": "committed_pending",
                 "candidate_id": cid,
                 "record_digest": record["record_digest"],
                 "cursor": str(cursor),
-                "transaction_receipt_digest": self._transaction("capture", cursor, event_digest, now, record_digest=record["record_digest"]),
+                "transaction_receipt_digest": self._transaction(
+                    "capture", cursor, event_digest, now, record_digest=record["record_digest"]
+                ),
             }
             self._reserve(db, tool, caller, args, value)
         return value
@@ -281,13 +304,16 @@ class Engine:
                 "SELECT COALESCE(SUM(c.state = 'pending'), 0) AS pending, COALESCE(SUM(c.body_bytes), 0) AS held "
                 "FROM candidates c LEFT JOIN records r "
                 "ON r.tenant = c.tenant AND r.workspace = c.workspace AND r.record_id = c.record_id "
-                f"WHERE {holder} AND c.state IN ('pending', 'accepted') AND (c.state = 'pending' OR r.state = 'accepted_current')",
+                f"WHERE {holder} AND c.state IN ('pending', 'accepted') AND (c.state = 'pending' OR r.state = "
+                "'accepted_current')",
                 params,
             ).fetchone()
             if over(row["pending"], 1, bound.pending_candidates) or over(row["held"], adding_bytes, bound.bytes):
                 raise Refusal("RATE_LIMITED")
 
-    def _effective_payload(self, caller: Binding, payload: dict[str, Any], policy: ScopePolicy, now: datetime) -> dict[str, Any]:
+    def _effective_payload(
+        self, caller: Binding, payload: dict[str, Any], policy: ScopePolicy, now: datetime
+    ) -> dict[str, Any]:
         """The payload as stored: scope bound, retention resolved, host policy applied."""
         retention = dict(payload.get("retention", {"derivative_rule": "make-ineligible"}))
         if retention["derivative_rule"] == "retain" and not policy.allow_retain:
@@ -305,7 +331,9 @@ class Engine:
         }
 
     @staticmethod
-    def _record(effective: dict[str, Any], digest_of_payload: str, now: datetime, cursor: int, authorization: str) -> dict[str, Any]:
+    def _record(
+        effective: dict[str, Any], digest_of_payload: str, now: datetime, cursor: int, authorization: str
+    ) -> dict[str, Any]:
         """The record admission would create; its digest and id are fixed at capture."""
         trust = {
             "class": "asserted", "evidence_digest": digest_of_payload, "verifier_id": "reference:asserted",
@@ -354,13 +382,21 @@ class Engine:
             if row["state"] == "accepted":
                 raise Refusal("ALREADY_TERMINAL")
             opened = json.loads(
-                self.cipher.open(Sealed(row["ciphertext"], row["wrapped_key"]), scope=scope_of(caller), candidate_id=row["candidate_id"])
+                self.cipher.open(
+                    Sealed(row["ciphertext"], row["wrapped_key"]),
+                    scope=scope_of(caller),
+                    candidate_id=row["candidate_id"],
+                )
             )
             if self._readable_at_largest_budget(caller, opened["record"], now):
-                decision = policy.admission.decide(CandidateView(payload=opened["payload"], evidence=opened["evidence"]))
+                decision = policy.admission.decide(
+                    CandidateView(payload=opened["payload"], evidence=opened["evidence"])
+                )
             else:  # a record no budget could serve is never admitted (EMC-GET-006)
                 decision = AdmissionDecision("reject", UNREADABLE_POLICY_ID, UNREADABLE_POLICY_VERSION)
-            status = {"accept": "accepted", "reject": "rejected", "adjudicate": "pending_adjudication"}[decision.decision]
+            status = {"accept": "accepted", "reject": "rejected", "adjudicate": "pending_adjudication"}[
+                decision.decision
+            ]
             if status == "accepted" and db.execute(
                 "SELECT 1 FROM tombstones WHERE tenant = ? AND workspace = ? AND payload_digest = ?",
                 (caller.tenant, caller.workspace, row["payload_digest"]),
@@ -377,7 +413,11 @@ class Engine:
                 cursor = row["created_cursor"]
                 transaction = receipt_digest(
                     "admission-pending",
-                    {"candidate_id": row["candidate_id"], "cursor": str(cursor), "decision_receipt_digest": decision_digest},
+                    {
+                        "candidate_id": row["candidate_id"],
+                        "cursor": str(cursor),
+                        "decision_receipt_digest": decision_digest,
+                    },
                 )
             else:
                 cursor, event_digest = self._append(
@@ -399,8 +439,12 @@ class Engine:
                     (status, caller.tenant, caller.workspace, row["candidate_id"]),
                 )
                 if status == "rejected":  # refused content leaves the WAL too; the ledger settles it in the background
-                    self.store.erasures.record(db, "candidate_key", caller.tenant, caller.workspace, row["candidate_id"], cursor)
-            outcome.update(cursor=str(cursor), decision_receipt_digest=decision_digest, transaction_receipt_digest=transaction)
+                    self.store.erasures.record(
+                        db, "candidate_key", caller.tenant, caller.workspace, row["candidate_id"], cursor
+                    )
+            outcome.update(
+                cursor=str(cursor), decision_receipt_digest=decision_digest, transaction_receipt_digest=transaction
+            )
             value = {"outcome": outcome, "replayed": False}
             self._reserve(db, tool, caller, args, value)
         return value
@@ -409,15 +453,26 @@ class Engine:
         valid_time = record["valid_time"]
         rowid = db.execute(
             "INSERT INTO records (record_id, tenant, workspace, candidate_id, state, body, payload_digest, "
-            "valid_from, valid_to, expires_at, recorded_cursor) VALUES (?, ?, ?, ?, 'accepted_current', ?, ?, ?, ?, ?, ?)",
-            (record["record_id"], scope.tenant, scope.workspace, cid, json.dumps(record, ensure_ascii=False),
-             record["payload_digest"], valid_time["t"], valid_time.get("t_end"),
-             record["retention"].get("expires_at"), cursor),
+            "valid_from, valid_to, expires_at, recorded_cursor) VALUES (?, ?, ?, ?, 'accepted_current', ?, ?, ?, "
+            "?, ?, ?)",
+            (
+                record["record_id"],
+                scope.tenant,
+                scope.workspace,
+                cid,
+                json.dumps(record, ensure_ascii=False),
+                record["payload_digest"],
+                valid_time["t"],
+                valid_time.get("t_end"),
+                record["retention"].get("expires_at"),
+                cursor,
+            ),
         ).lastrowid
         db.execute(search_index.create_table_sql(scope))
         placeholders = ", ".join("?" for _ in search_index.FIELDS)
         db.execute(
-            f"INSERT INTO {search_index.fts_table(scope)} (rowid, {', '.join(search_index.FIELDS)}) VALUES (?, {placeholders})",
+            f"INSERT INTO {search_index.fts_table(scope)} (rowid, {', '.join(search_index.FIELDS)}) VALUES (?, "
+            f"{placeholders})",
             (rowid, *search_index.field_texts(record)),
         )
 
@@ -461,7 +516,9 @@ class Engine:
             "WHERE tenant = ? AND workspace = ? AND candidate_id = ?",
             (self.digests.stored(row["payload_digest"], scope), scope.tenant, scope.workspace, row["candidate_id"]),
         )
-        return self.store.erasures.record(db, "candidate_key", scope.tenant, scope.workspace, row["candidate_id"], cursor)
+        return self.store.erasures.record(
+            db, "candidate_key", scope.tenant, scope.workspace, row["candidate_id"], cursor
+        )
 
     # -- expiry of pending candidates ---------------------------------------------------
 
@@ -497,8 +554,19 @@ class Engine:
             for row in rows:
                 scope = Scope(row["tenant"], row["workspace"])
                 # The server acts as its own principal; the candidate id stands for an idempotency key.
-                server = Binding(scope.tenant, scope.workspace, EXPIRY_PRINCIPAL, EXPIRY_PRINCIPAL, "", "", "", "", 0, 0,
-                                 token_id=f"expiry:{row['candidate_id']}")
+                server = Binding(
+                    scope.tenant,
+                    scope.workspace,
+                    EXPIRY_PRINCIPAL,
+                    EXPIRY_PRINCIPAL,
+                    "",
+                    "",
+                    "",
+                    "",
+                    0,
+                    0,
+                    token_id=f"expiry:{row['candidate_id']}",
+                )
                 cursor, _ = self._append(
                     db, scope,
                     {"operation": "withdraw", "event_id": journal_event_id(server, server.token_id),
@@ -509,7 +577,9 @@ class Engine:
                 self._shred_candidate(db, scope, row, cursor)
         return len(rows)
 
-    def _conclude_erasure(self, caller: Binding, args: dict[str, Any], value: dict[str, Any], field: str, erasure: int) -> dict[str, Any]:
+    def _conclude_erasure(
+        self, caller: Binding, args: dict[str, Any], value: dict[str, Any], field: str, erasure: int
+    ) -> dict[str, Any]:
         """The erasure's answer: `complete` only once the store's flush has covered it, else the reserved `pending`.
 
         The flush waits briefly for other readers and never under the store's lock.
@@ -523,8 +593,15 @@ class Engine:
                     return value
                 done = {**value, field: "complete"}
                 db.execute(
-                    "UPDATE reservations SET value = ? WHERE tenant = ? AND workspace = ? AND principal = ? AND idempotency_key = ?",
-                    (json.dumps(done, sort_keys=True), caller.tenant, caller.workspace, caller.principal, args["idempotency_key"]),
+                    "UPDATE reservations SET value = ? WHERE tenant = ? AND workspace = ? AND principal = ? AND "
+                    "idempotency_key = ?",
+                    (
+                        json.dumps(done, sort_keys=True),
+                        caller.tenant,
+                        caller.workspace,
+                        caller.principal,
+                        args["idempotency_key"],
+                    ),
                 )
             return done
         except sqlite3.Error:  # the erasure is committed and queued; the background retry finishes it
@@ -537,11 +614,15 @@ class Engine:
                 return
             for table, erased in (("candidates", ""), ("records", " AND state = 'tombstoned'"), ("tombstones", "")):
                 rows = db.execute(
-                    f"SELECT rowid, tenant, workspace, payload_digest FROM {table} WHERE payload_digest NOT LIKE 'hmac-%'{erased}"
+                    f"SELECT rowid, tenant, workspace, payload_digest FROM {table} WHERE payload_digest NOT LIKE "
+                    f"'hmac-%'{erased}"
                 ).fetchall()
                 db.executemany(
                     f"UPDATE OR IGNORE {table} SET payload_digest = ? WHERE rowid = ?",
-                    [(self.digests.stored(r["payload_digest"], Scope(r["tenant"], r["workspace"])), r["rowid"]) for r in rows],
+                    [
+                        (self.digests.stored(r["payload_digest"], Scope(r["tenant"], r["workspace"])), r["rowid"])
+                        for r in rows
+                    ],
                 )
             db.execute("INSERT INTO meta VALUES ('stored_digests', 'hmac-sha256')")
 
@@ -564,7 +645,8 @@ class Engine:
             if replay is not None:
                 return replay
             row = db.execute(
-                "SELECT * FROM records WHERE tenant = ? AND workspace = ? AND record_id = ? AND state = 'accepted_current'",
+                "SELECT * FROM records WHERE tenant = ? AND workspace = ? AND record_id = ? AND state = "
+                "'accepted_current'",
                 (caller.tenant, caller.workspace, args["record_id"]),
             ).fetchone()
             if row is None:
@@ -582,19 +664,34 @@ class Engine:
             db.execute(f"DELETE FROM {fts} WHERE rowid = ?", (row["rowid"],))
             optimize_fts(db, fts)  # in the same transaction: the live index never holds the text after commit
             keyed = self.digests.stored(row["payload_digest"], scope_of(caller))
-            db.execute("UPDATE records SET state = 'tombstoned', body = NULL, payload_digest = ? WHERE rowid = ?", (keyed, row["rowid"]))
+            db.execute(
+                "UPDATE records SET state = 'tombstoned', body = NULL, payload_digest = ? WHERE rowid = ?",
+                (keyed, row["rowid"]),
+            )
             db.execute("INSERT OR IGNORE INTO tombstones VALUES (?, ?, ?)", (caller.tenant, caller.workspace, keyed))
-            erasure = self.store.erasures.record(db, "record_content", caller.tenant, caller.workspace, row["record_id"], cursor)
+            erasure = self.store.erasures.record(
+                db, "record_content", caller.tenant, caller.workspace, row["record_id"], cursor
+            )
             value = {
                 "receipt": {
-                    "event_id": event_id, "operation": "tombstone", "from_state": from_state, "to_state": "tombstoned",
-                    "cursor": str(cursor), "event_digest": event_digest, "authorization_receipt_digest": authorization,
+                    "event_id": event_id,
+                    "operation": "tombstone",
+                    "from_state": from_state,
+                    "to_state": "tombstoned",
+                    "cursor": str(cursor),
+                    "event_digest": event_digest,
+                    "authorization_receipt_digest": authorization,
                     "transaction_receipt_digest": self._transaction("tombstone", cursor, event_digest, now),
                 },
                 "replayed": False,
                 "projection_invalidation": "pending",  # until no store file holds the text
                 "coverage_receipt_digest": profile_digest(
-                    "forget-coverage", {"record_id": row["record_id"], "cursor": str(cursor), "surfaces": ["records", "search_index", "wal"]}
+                    "forget-coverage",
+                    {
+                        "record_id": row["record_id"],
+                        "cursor": str(cursor),
+                        "surfaces": ["records", "search_index", "wal"],
+                    },
                 ),
             }
             self._reserve(db, tool, caller, args, value)
@@ -611,7 +708,12 @@ class Engine:
             record.pop(pointer[1:], None)
         redaction = receipt_digest(
             "recall-redaction",
-            {"record_id": record["record_id"], "source_record_digest": record["record_digest"], "policy_version": "1", "redacted_fields": redacted},
+            {
+                "record_id": record["record_id"],
+                "source_record_digest": record["record_digest"],
+                "policy_version": "1",
+                "redacted_fields": redacted,
+            },
             "redaction_receipt_digest",
         )
         return {"record": record, "redacted_fields": redacted, "redaction_receipt_digest": redaction}
@@ -635,7 +737,9 @@ class Engine:
         entry = {**packet, "score": _LONGEST_SCORE, "rank": search_index.MAX_CANDIDATES}
         return _size(self._page_value(caller, worst, [entry], search_index.MAX_CANDIDATES)) <= largest
 
-    def _get_value(self, caller: Binding, packet: dict[str, Any], now: datetime, snapshot: int, valid_as_of: int) -> dict[str, Any]:
+    def _get_value(
+        self, caller: Binding, packet: dict[str, Any], now: datetime, snapshot: int, valid_as_of: int
+    ) -> dict[str, Any]:
         authorization = self._authorization(caller, "engram_memory_get")
         read_receipt = {
             "record_id": packet["record"]["record_id"],
@@ -646,7 +750,11 @@ class Engine:
             "authorization_receipt_digest": authorization,
             "revalidation_receipt_digest": receipt_digest(
                 "authorization-revalidation",
-                {"record_ids": [packet["record"]["record_id"]], "valid_as_of": valid_as_of, "system_as_of": str(snapshot)},
+                {
+                    "record_ids": [packet["record"]["record_id"]],
+                    "valid_as_of": valid_as_of,
+                    "system_as_of": str(snapshot),
+                },
                 "revalidation_receipt_digest",
             ),
             "checked_at": instant(now),
@@ -672,7 +780,9 @@ class Engine:
             raise Refusal("RANKING_UNAVAILABLE")  # no semantic channel here, and no silent fallback
         limit = args.get("limit", self.contract.limit("search.limit.default"))
         budget = args.get("max_packet_bytes", self.contract.limit("max_packet_bytes.default"))
-        page_request = search_index.page_request_digest(caller, args["query"], args["purpose_ref"], limit, budget, capability)
+        page_request = search_index.page_request_digest(
+            caller, args["query"], args["purpose_ref"], limit, budget, capability
+        )
         with self.store.read() as db:
             snapshot = self._scope_snapshot(db, scope_of(caller))
             pinned = None
@@ -688,12 +798,24 @@ class Engine:
             ordered_digest = receipt_digest("recall-ordered", {"ordered_ids": ranked_ids}, "ordered_ids_digest")
             if pinned is not None and pinned.ordered_ids_digest != ordered_digest:
                 raise Refusal("STALE_PAGE")
-            context = _PageContext(query=args["query"], purpose_ref=args["purpose_ref"], limit=limit, budget=budget,
-                                   capability=capability, snapshot=snapshot, valid_as_of=valid_as_of,
-                                   ranked_ids=ranked_ids, ordered_digest=ordered_digest, page_request=page_request, now=now)
+            context = _PageContext(
+                query=args["query"],
+                purpose_ref=args["purpose_ref"],
+                limit=limit,
+                budget=budget,
+                capability=capability,
+                snapshot=snapshot,
+                valid_as_of=valid_as_of,
+                ranked_ids=ranked_ids,
+                ordered_digest=ordered_digest,
+                page_request=page_request,
+                now=now,
+            )
             return self._fill_page(db, caller, context, [r["rowid"] for r in ranked], offset)
 
-    def _fill_page(self, db: sqlite3.Connection, caller: Binding, context: _PageContext, rowids: list[int], offset: int) -> dict[str, Any]:
+    def _fill_page(
+        self, db: sqlite3.Connection, caller: Binding, context: _PageContext, rowids: list[int], offset: int
+    ) -> dict[str, Any]:
         """The page from ``offset``: as many records as the limit and the budget allow, in rank order.
 
         The budget covers the whole value. A packet fits when the value with it stays
@@ -714,7 +836,11 @@ class Engine:
             return bare + _size(packet) + (cursor_cost if at + 1 < len(rowids) else 0) <= budget
 
         def entry(at: int) -> dict[str, Any]:
-            return {**self._packet(self._row(db, rowids[at])), "score": search_index.fused_score(at + 1), "rank": at + 1}
+            return {
+                **self._packet(self._row(db, rowids[at])),
+                "score": search_index.fused_score(at + 1),
+                "rank": at + 1,
+            }
 
         while position < len(rowids) and len(packets) < context.limit:
             packet = entry(position)
@@ -737,15 +863,23 @@ class Engine:
             value = self._page_value(caller, context, packets, next_offset)
         return value
 
-    def _page_value(self, caller: Binding, context: _PageContext, packets: list[dict[str, Any]], next_offset: int | None) -> dict[str, Any]:
+    def _page_value(
+        self, caller: Binding, context: _PageContext, packets: list[dict[str, Any]], next_offset: int | None
+    ) -> dict[str, Any]:
         value: dict[str, Any] = {
             "records": packets,
             "rank_receipt": self._rank_receipt(caller, context, [p["record"]["record_id"] for p in packets]),
         }
         if next_offset is not None:
             value["next_page_cursor"] = self.cursors.seal(
-                search_index.PageCursor(context.page_request, search_index.PROFILE, context.valid_as_of, context.snapshot,
-                                        next_offset, context.ordered_digest)
+                search_index.PageCursor(
+                    context.page_request,
+                    search_index.PROFILE,
+                    context.valid_as_of,
+                    context.snapshot,
+                    next_offset,
+                    context.ordered_digest,
+                )
             )
         value["response_digest"] = profile_digest("search-response", value)
         return value
@@ -773,9 +907,17 @@ class Engine:
 
     def _rank_receipt(self, caller: Binding, context: _PageContext, page_ids: list[str]) -> dict[str, Any]:
         request = {
-            "query": context.query, "purpose_ref": context.purpose_ref, "profile": search_index.PROFILE,
-            "valid_as_of": context.valid_as_of, "system_as_of": str(context.snapshot), "capability_policy": context.capability,
-            "budgets": {"max_candidates": search_index.MAX_CANDIDATES, "max_results": context.limit, "max_packet_bytes": context.budget},
+            "query": context.query,
+            "purpose_ref": context.purpose_ref,
+            "profile": search_index.PROFILE,
+            "valid_as_of": context.valid_as_of,
+            "system_as_of": str(context.snapshot),
+            "capability_policy": context.capability,
+            "budgets": {
+                "max_candidates": search_index.MAX_CANDIDATES,
+                "max_results": context.limit,
+                "max_packet_bytes": context.budget,
+            },
         }
         receipt = {
             "request_digest": receipt_digest("recall-request", request, "request_digest"),
@@ -786,7 +928,9 @@ class Engine:
             "valid_as_of": context.valid_as_of,
             "system_as_of": str(context.snapshot),
             "snapshot_id": f"scope-snapshot-{context.snapshot}",
-            "snapshot_digest": profile_digest("snapshot", {"scope": scope_ref(caller), "system_as_of": str(context.snapshot)}),
+            "snapshot_digest": profile_digest(
+                "snapshot", {"scope": scope_ref(caller), "system_as_of": str(context.snapshot)}
+            ),
             "candidate_count": len(context.ranked_ids),
             "candidate_ids_digest": context.candidate_ids_digest,
             "scoring_formula_ref": search_index.SCORING_FORMULA,

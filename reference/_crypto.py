@@ -120,7 +120,9 @@ _KEYED_DOMAIN = b"engram-memory-mcp/stored-payload-digest/v1"
 
 def derive_key(root: bytes, purpose: str) -> bytes:
     """A 32-byte subkey of ``root`` for one purpose (HKDF-SHA256), independent of every other purpose's."""
-    return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=f"engram-memory-mcp/{purpose}/v1".encode()).derive(root)
+    return HKDF(
+        algorithm=hashes.SHA256(), length=32, salt=None, info=f"engram-memory-mcp/{purpose}/v1".encode()
+    ).derive(root)
 
 
 class DigestKeyer:

@@ -114,7 +114,8 @@ class ErasureLedger:
             done = instant(datetime.now(UTC))
             with self.store.write() as db:
                 db.executemany(
-                    "UPDATE erasures SET state = 'complete', completed_at = ? WHERE erasure_id = ? AND state = 'pending'",
+                    "UPDATE erasures SET state = 'complete', completed_at = ? WHERE erasure_id = ? AND state = "
+                    "'pending'",
                     [(done, erasure_id) for erasure_id in pending],
                 )
             return frozenset(pending)

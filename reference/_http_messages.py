@@ -63,7 +63,8 @@ class MessageGuard:
         await self.app(scope, replay, send)
 
     async def _body(self, scope: dict[str, Any], receive: Any) -> bytes | Literal[_Gone.GONE] | None:
-        """The whole body; None once it passes the cap (declared or sent), nothing past it kept; _GONE on a disconnect."""
+        """The whole body; None once it passes the cap (declared or sent), nothing past it kept; _GONE on a
+        disconnect."""
         declared = dict(scope.get("headers", [])).get(b"content-length", b"")
         if declared.isdigit() and int(declared) > self.max_body_bytes:
             return None

@@ -37,8 +37,12 @@ class Quotas:
     # Defaults leave room for a full conformance run (thousands of candidates, bursts of cheap calls)
     # while holding a runaway agent to about a thousand calls a second and a bounded store.
     window_seconds: int = 60
-    tenant: Quota = field(default_factory=lambda: Quota(pending_candidates=50_000, bytes=1 << 30, calls_per_window=240_000))
-    principal: Quota = field(default_factory=lambda: Quota(pending_candidates=5_000, bytes=256 << 20, calls_per_window=60_000))
+    tenant: Quota = field(
+        default_factory=lambda: Quota(pending_candidates=50_000, bytes=1 << 30, calls_per_window=240_000)
+    )
+    principal: Quota = field(
+        default_factory=lambda: Quota(pending_candidates=5_000, bytes=256 << 20, calls_per_window=60_000)
+    )
 
 
 @dataclass(frozen=True)
@@ -130,9 +134,12 @@ def parse_limits(quotas: Any, expiry: Any) -> ResourceLimits:
             principal=_quota(quotas.get("principal", {}), base.quotas.principal, "quotas.principal"),
         ),
         expiry=Expiry(
-            pending_candidate_seconds=_count(expiry, "pending_candidate_seconds",
-                                             base.expiry.pending_candidate_seconds, "expiry", minimum=1),
-            refused_audit_rows=_count(expiry, "refused_audit_rows", base.expiry.refused_audit_rows, "expiry", minimum=1),
+            pending_candidate_seconds=_count(
+                expiry, "pending_candidate_seconds", base.expiry.pending_candidate_seconds, "expiry", minimum=1
+            ),
+            refused_audit_rows=_count(
+                expiry, "refused_audit_rows", base.expiry.refused_audit_rows, "expiry", minimum=1
+            ),
         ),
     )
 

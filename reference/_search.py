@@ -56,7 +56,10 @@ def match_expression(tokens: list[str]) -> str:
 
 def field_texts(record: dict[str, Any]) -> tuple[str, ...]:
     components = record["components"]
-    by_kind = {kind: "\n".join(c["text"] for c in components if c["kind"] == kind) for kind in ("decision", "evidence", "context")}
+    by_kind = {
+        kind: "\n".join(c["text"] for c in components if c["kind"] == kind)
+        for kind in ("decision", "evidence", "context")
+    }
     primary = next(c["text"] for c in components if c["component_id"] == record["primary_component_id"])
     citations = "\n".join(c["source_ref"] for c in record["citations"])
     return (primary, by_kind["decision"], by_kind["evidence"], by_kind["context"], citations)

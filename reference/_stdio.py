@@ -37,7 +37,9 @@ class OverlongLine:
 OVERLONG = OverlongLine()
 
 
-async def read_lines(read_chunk: Callable[[], Awaitable[bytes]], max_line_bytes: int) -> AsyncIterator[bytes | OverlongLine]:
+async def read_lines(
+    read_chunk: Callable[[], Awaitable[bytes]], max_line_bytes: int
+) -> AsyncIterator[bytes | OverlongLine]:
     """Each line without its end of line, or OVERLONG the moment a line passes the cap (its rest is then skipped).
 
     The cap counts the line's bytes without "\n" or "\r\n". At most ``max_line_bytes`` plus one chunk

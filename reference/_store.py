@@ -180,7 +180,8 @@ def lock_path(path: Path) -> Path:
 
 
 def _private_file(path: Path) -> None:
-    """Create ``path`` empty with mode 0600 unless it exists; SQLite then fills it (and copies its mode to -wal/-shm)."""
+    """Create ``path`` empty with mode 0600 unless it exists; SQLite then fills it (and copies its mode to
+    -wal/-shm)."""
     with contextlib.suppress(FileExistsError):
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
 

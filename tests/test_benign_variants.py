@@ -62,7 +62,9 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def runs(template: Path, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
+def runs(
+    template: Path, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[dict[str, Any]]:
     """Every variant run once, a few at a time; the certification count for the terminal summary."""
     started = time.monotonic()
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
@@ -73,10 +75,16 @@ def runs(template: Path, tmp_path_factory: pytest.TempPathFactory, request: pyte
     yield judged
     verdicts = {name: targets.certified(result) for name, result in judged.items()}
     width = max(len(name) for name in NAMES)
-    lines = [f"{name.ljust(width)} | {judged[name].seconds:5.0f} s | "
-             + ("certified" if ok else f"NOT CERTIFIED: {why}")
-             + (f" | profile pins not kept: {', '.join(pins)}" if (pins := targets.profile_differences(judged[name])) else "")
-             for name, (ok, why) in verdicts.items()]
+    lines = [
+        f"{name.ljust(width)} | {judged[name].seconds:5.0f} s | "
+        + ("certified" if ok else f"NOT CERTIFIED: {why}")
+        + (
+            f" | profile pins not kept: {', '.join(pins)}"
+            if (pins := targets.profile_differences(judged[name]))
+            else ""
+        )
+        for name, (ok, why) in verdicts.items()
+    ]
     passed = sum(1 for ok, _ in verdicts.values() if ok)
     lines += [f"benign variants certified {passed}/{len(NAMES)}",
               f"runs: {len(NAMES)} full runs (every check, both eras), {WORKERS} at a time, {elapsed:.0f} s in all"]

@@ -100,7 +100,11 @@ def _reads_data(tree: ast.AST, writes: tuple[str, ...] = ()) -> list[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
             for side in (node.left, node.right):
-                if isinstance(side, ast.Constant) and side.value in ("schemas", "spec", "fixtures") and side.value not in writes:
+                if (
+                    isinstance(side, ast.Constant)
+                    and side.value in ("schemas", "spec", "fixtures")
+                    and side.value not in writes
+                ):
                     found.append(f"line {node.lineno}: path into {side.value}/")
         if isinstance(node, ast.Attribute) and node.attr == "files":
             base = node.value

@@ -64,7 +64,9 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def runs(template: Path, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
+def runs(
+    template: Path, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[dict[str, Any]]:
     """Every variant and the control, run once, a few at a time; the kill-rate table for the terminal summary."""
     started = time.monotonic()
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
@@ -134,7 +136,9 @@ def test_the_catalog_is_wide_and_well_formed() -> None:
         assert set(item.breaks) <= covered, f"{item.name}: {set(item.breaks) - covered} is named by none of its checks"
         for prefix in item.select:
             assert any(c.startswith(prefix) for c in checks), f"{item.name}: --select {prefix} matches no check"
-        assert all(any(c.startswith(p) for p in item.select) for c in item.caught_by), f"{item.name}: a catching check is not selected"
+        assert all(any(c.startswith(p) for p in item.select) for c in item.caught_by), (
+            f"{item.name}: a catching check is not selected"
+        )
         levels = {catalog[rid]["level"] for rid in item.breaks}
         musts = levels <= {"MUST", "MUST NOT"}
         assert (item.expect == "FAIL") == musts, f"{item.name}: expects {item.expect} for levels {levels}"

@@ -74,7 +74,13 @@ def test_command_lines_answer_cleanly_without_a_traceback(module: str) -> None:
 def test_no_top_level_reference_or_conformance_module_is_installed() -> None:
     for name in ("reference", "conformance", "contract"):
         result = subprocess.run(
-            [sys.executable, "-c", f"import importlib.util,sys; sys.exit(importlib.util.find_spec({name!r}) is not None)"],
-            capture_output=True, cwd="/", timeout=60,
+            [
+                sys.executable,
+                "-c",
+                f"import importlib.util,sys; sys.exit(importlib.util.find_spec({name!r}) is not None)",
+            ],
+            capture_output=True,
+            cwd="/",
+            timeout=60,
         )
         assert result.returncode == 0, name

@@ -122,8 +122,8 @@ MALFORMED = {
     "unknown source": lambda e: _break(e, "source", "folklore"),
     "unknown era": lambda e: _break(e, "eras", ["future"]),
     "bad check id": lambda e: _break(e, "checks", ["Capture_Replay"]),
-    "unobservable without exclusion": lambda e: (_break(e, "observable", False), _break(e, "exclusion", None)),
-    "observable with exclusion": lambda e: (_break(e, "observable", True), _break(e, "exclusion", "a reason")),
+    "unobservable without exclusion": lambda e: e.update(observable=False, exclusion=None),
+    "observable with exclusion": lambda e: e.update(observable=True, exclusion="a reason"),
     "empty tool list": lambda e: _break(e, "tools", []),
 }
 
@@ -194,7 +194,11 @@ def test_split_pins_are_exercised_by_their_parents_checks(by_id: dict[str, Any])
 @pytest.mark.skipif(not CONTRACT_SOURCE.exists(), reason="the contract source text is not beside this checkout")
 def test_every_citation_is_found_in_the_contract_source(requirements: list[dict[str, Any]]) -> None:
     source = " ".join(CONTRACT_SOURCE.read_text(encoding="utf-8").split())
-    missing = [r["id"] for r in requirements if r.get("contract_ref") and " ".join(r["contract_ref"]["quote"].split()) not in source]
+    missing = [
+        r["id"]
+        for r in requirements
+        if r.get("contract_ref") and " ".join(r["contract_ref"]["quote"].split()) not in source
+    ]
     assert missing == []
 
 
@@ -224,16 +228,22 @@ def test_levels_agree(by_id: dict[str, Any], bullets: list[tuple[str, str, str]]
 
 
 def test_unverified_marker_matches_status(by_id: dict[str, Any], bullets: list[tuple[str, str, str]]) -> None:
-    wrong = [rid for rid, _, text in bullets if ("Unverified" in markers(text)) != (by_id[rid]["status"] == "unverified")]
+    wrong = [
+        rid for rid, _, text in bullets if ("Unverified" in markers(text)) != (by_id[rid]["status"] == "unverified")
+    ]
     assert wrong == []
 
 
 def test_profile_marker_matches_source(by_id: dict[str, Any], bullets: list[tuple[str, str, str]]) -> None:
-    wrong = [rid for rid, _, text in bullets if ("Profile decision" in markers(text)) != (by_id[rid]["source"] == "profile")]
+    wrong = [
+        rid for rid, _, text in bullets if ("Profile decision" in markers(text)) != (by_id[rid]["source"] == "profile")
+    ]
     assert wrong == []
 
 
-def test_agent_guidance_and_host_duties_are_excluded(by_id: dict[str, Any], bullets: list[tuple[str, str, str]]) -> None:
+def test_agent_guidance_and_host_duties_are_excluded(
+    by_id: dict[str, Any], bullets: list[tuple[str, str, str]]
+) -> None:
     unscoped = {"Agent guidance", "Host duty"}
     wrong = [rid for rid, _, text in bullets if markers(text) & unscoped and by_id[rid]["observable"]]
     assert wrong == []
@@ -289,7 +299,9 @@ def test_every_must_is_checked_or_excluded(traceability: ModuleType, capsys: pyt
     assert traceability.main([]) == 0, capsys.readouterr().out[-2000:]
 
 
-def _one(level: str = "MUST", status: str = "established", checks: tuple[str, ...] = (), exclusion: str | None = None) -> dict[str, Any]:
+def _one(
+    level: str = "MUST", status: str = "established", checks: tuple[str, ...] = (), exclusion: str | None = None
+) -> dict[str, Any]:
     entry = {
         "id": "EMC-TEST-001",
         "level": level,
@@ -319,7 +331,9 @@ def _one(level: str = "MUST", status: str = "established", checks: tuple[str, ..
     ],
     ids=["uncovered-must", "uncovered-must-not", "excluded", "tested", "unverified", "should"],
 )
-def test_traceability_exit_status(traceability: ModuleType, case: dict[str, Any], expected: int, capsys: pytest.CaptureFixture[str]) -> None:
+def test_traceability_exit_status(
+    traceability: ModuleType, case: dict[str, Any], expected: int, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert traceability.main([], catalog=case) == expected
     assert "EMC-TEST-001" in capsys.readouterr().out
 

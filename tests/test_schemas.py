@@ -81,7 +81,7 @@ def test_advertised_output_schema_pins_every_error_triple(tool: str) -> None:
     Draft202012Validator.check_schema(schema)
     validator = CONTRACT.validator(schema)
     for error in CONTRACT.errors_for(tool):
-        envelope = {
+        envelope: dict[str, Any] = {
             "ok": False,
             "auditId": "audit-1",
             "redactionClass": "high",

@@ -70,17 +70,25 @@ def main(argv: list[str] | None = None) -> int:
         write_configuration(Path(scratch) / "ref", seed="bench")
         profile = load_profile(Path(scratch) / "ref" / "conformance-profile.toml")
         host = SignedMetaBinding.from_profile(profile)
-        command = f"stdio:{sys.executable} -m engram_mcp.reference._cli serve --config {Path(scratch) / 'ref' / 'server.toml'}"
+        config = Path(scratch) / "ref" / "server.toml"
+        command = f"stdio:{sys.executable} -m engram_mcp.reference._cli serve --config {config}"
         conn = Connection(parse_target(command), "legacy", ElicitationConfirmer())
         conn.open()
         scope = profile.primary
-        meta = host.meta(scope, scope.principal_with({"engram_memory_get", "engram_memory_search"}))
+        principal = scope.principal_with({"engram_memory_get", "engram_memory_search"}) if scope else None
+        assert scope is not None and principal is not None, "the reference's profile has a primary scope"
+        meta = host.meta(scope, principal)
         purpose = profile.purpose_ref
         unknown = {"record_id": "mem_" + "a" * 52, "purpose_ref": purpose}
         print(figures("reference get (NOT_FOUND)", measure(conn, "engram_memory_get", unknown, meta, args.calls)))
-        captured = conn.call("engram_memory_capture", capture_arguments(purpose, text="ledger benchmark record"), meta).value
-        admitted = conn.call("engram_memory_request_admission",
-                             {"candidate_id": captured["candidate_id"], "idempotency_key": "bench-admission-0001"}, meta).value
+        captured = conn.call(
+            "engram_memory_capture", capture_arguments(purpose, text="ledger benchmark record"), meta
+        ).value
+        admitted = conn.call(
+            "engram_memory_request_admission",
+            {"candidate_id": captured["candidate_id"], "idempotency_key": "bench-admission-0001"},
+            meta,
+        ).value
         found = {"record_id": admitted["outcome"]["record_id"], "purpose_ref": purpose}
         print(figures("reference get (a record)", measure(conn, "engram_memory_get", found, meta, args.calls)))
         query = {"query": "ledger benchmark", "purpose_ref": purpose}

@@ -43,13 +43,22 @@ def capture(n: int) -> dict[str, object]:
     return {
         "idempotency_key": f"bench-capture-{n:08d}",
         "payload": {
-            "schema_version": 2, "purpose_ref": "purpose:bench", "valid_time": {"t": 1_700_000_000_000},
-            "components": [{"component_id": "c", "kind": "decision", "text": f"Benchmark decision {n}.",
-                            "citation_ids": ["s"]}],
+            "schema_version": 2,
+            "purpose_ref": "purpose:bench",
+            "valid_time": {"t": 1_700_000_000_000},
+            "components": [
+                {"component_id": "c", "kind": "decision", "text": f"Benchmark decision {n}.", "citation_ids": ["s"]}
+            ],
             "primary_component_id": "c",
             "primary_event": {"at": 1_700_000_000_000, "type_ref": "event:decided", "citation_id": "s"},
-            "citations": [{"citation_id": "s", "source_ref": "source:bench",
-                           "locator": {"scheme": "document", "value": "bench"}, "content_digest": "sha256:" + "a" * 64}],
+            "citations": [
+                {
+                    "citation_id": "s",
+                    "source_ref": "source:bench",
+                    "locator": {"scheme": "document", "value": "bench"},
+                    "content_digest": "sha256:" + "a" * 64,
+                }
+            ],
         },
         "evidence": {"evidence_ref": "evidence:bench", "evidence_digest": "sha256:" + "b" * 64, "citation_ids": ["s"]},
     }

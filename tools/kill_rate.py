@@ -61,8 +61,10 @@ def main(argv: list[str] | None = None) -> int:
             if not args.no_control:
                 selections = sorted({prefix for item in chosen for prefix in item.select})
                 control = pool.submit(targets.run_control, selections, template, base / "control", timeout=args.timeout)
-            futures = {item.name: pool.submit(targets.run_variant, item, template, base / item.name, timeout=args.timeout)
-                       for item in chosen}
+            futures = {
+                item.name: pool.submit(targets.run_variant, item, template, base / item.name, timeout=args.timeout)
+                for item in chosen
+            }
             judged = {name: future.result() for name, future in futures.items()}
             control_result = control.result() if control is not None else None
         for line in targets.table(chosen, judged):

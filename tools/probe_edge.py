@@ -30,8 +30,12 @@ from engram_mcp.reference._init import write_configuration
 
 _READ_CHUNK = 1 << 16  # bytes per read from the server under probe
 ENGRAM = [sys.executable, "-m", "engram_mcp.reference._cli"]
-INITIALIZE = {"jsonrpc": "2.0", "id": "init", "method": "initialize",
-              "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "probe", "version": "1"}}}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": "init",
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "probe", "version": "1"}},
+}
 
 
 class Stdio:
@@ -164,7 +168,10 @@ def probe_http(config: Path, slow: int, line_mb: int) -> None:
               + (f", after {times[0]:.2f} to {times[-1]:.2f} s" if times else ""))
         for sock in sockets:
             sock.close()
-        print(f"  an ordinary client afterwards: HTTP {httpx2.post(url, json=INITIALIZE, headers=headers, timeout=10).status_code}")
+        print(
+            "  an ordinary client afterwards: HTTP "
+            f"{httpx2.post(url, json=INITIALIZE, headers=headers, timeout=10).status_code}"
+        )
         before = peak_rss_mib(process.pid)
 
         def body() -> Any:

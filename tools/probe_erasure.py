@@ -98,16 +98,23 @@ def main() -> int:
         config, store = root / "server.toml", root / "store" / "engram.sqlite3"
         profile = load_profile(root / "conformance-profile.toml")
         scope = profile.primary
-        meta = SignedMetaBinding.from_profile(profile).meta(scope, scope.principal_with(ALL_TOOLS))
+        principal = scope.principal_with(ALL_TOOLS) if scope else None
+        assert scope is not None and principal is not None, "the reference's profile has a primary scope"
+        meta = SignedMetaBinding.from_profile(profile).meta(scope, principal)
         purpose = profile.purpose_ref
         command = f"stdio:{sys.executable} -m engram_mcp.reference._cli serve --config {config}"
         conn = Connection(parse_target(command), "legacy", ElicitationConfirmer())
         conn.open()
         try:
             def admit(text: str) -> str:
-                cid = conn.call("engram_memory_capture", capture_arguments(purpose, text=text), meta).value["candidate_id"]
-                outcome = conn.call("engram_memory_request_admission",
-                                    {"candidate_id": cid, "idempotency_key": f"probe-admit-{secrets.token_hex(8)}"}, meta).value
+                cid = conn.call("engram_memory_capture", capture_arguments(purpose, text=text), meta).value[
+                    "candidate_id"
+                ]
+                outcome = conn.call(
+                    "engram_memory_request_admission",
+                    {"candidate_id": cid, "idempotency_key": f"probe-admit-{secrets.token_hex(8)}"},
+                    meta,
+                ).value
                 return outcome["outcome"]["record_id"]
 
             other = admit("A record to read meanwhile.")
@@ -115,15 +122,41 @@ def main() -> int:
             forgettable = admit(f"Forgettable plan {word}.")
             cid = conn.call("engram_memory_capture", capture_arguments(purpose), meta).value["candidate_id"]
             with closing(sqlite3.connect(f"file:{store}?mode=ro", uri=True)) as db:  # the bytes the withdraw erases
-                key, body = db.execute("SELECT wrapped_key, ciphertext FROM candidates WHERE candidate_id = ?", (cid,)).fetchone()
+                key, body = db.execute(
+                    "SELECT wrapped_key, ciphertext FROM candidates WHERE candidate_id = ?", (cid,)
+                ).fetchone()
             get = {"record_id": other, "purpose_ref": purpose}
-            erase_beside_reader(conn, meta, config, store, "withdraw", "engram_memory_withdraw",
-                                {"candidate_id": cid, "idempotency_key": "probe-withdraw-0001", "reason_ref": "reason:probe"},
-                                "key_destruction", {"wrapped key": bytes(key), "ciphertext": bytes(body[13:45])}, get)
-            erase_beside_reader(conn, meta, config, store, "forget", "engram_memory_forget",
-                                {"record_id": forgettable, "idempotency_key": "probe-forget-0001", "reason_ref": "reason:probe"},
-                                "projection_invalidation", {"text": word[-12:].encode()}, get)
-            paths = [store.parent, *sorted(store.parent.iterdir()), root / "keys", *sorted((root / "keys").iterdir()), config]
+            erase_beside_reader(
+                conn,
+                meta,
+                config,
+                store,
+                "withdraw",
+                "engram_memory_withdraw",
+                {"candidate_id": cid, "idempotency_key": "probe-withdraw-0001", "reason_ref": "reason:probe"},
+                "key_destruction",
+                {"wrapped key": bytes(key), "ciphertext": bytes(body[13:45])},
+                get,
+            )
+            erase_beside_reader(
+                conn,
+                meta,
+                config,
+                store,
+                "forget",
+                "engram_memory_forget",
+                {"record_id": forgettable, "idempotency_key": "probe-forget-0001", "reason_ref": "reason:probe"},
+                "projection_invalidation",
+                {"text": word[-12:].encode()},
+                get,
+            )
+            paths = [
+                store.parent,
+                *sorted(store.parent.iterdir()),
+                root / "keys",
+                *sorted((root / "keys").iterdir()),
+                config,
+            ]
             print("modes: " + ", ".join(f"{p.relative_to(root)} {stat.S_IMODE(p.stat().st_mode):04o}" for p in paths))
         finally:
             conn.close()

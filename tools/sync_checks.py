@@ -40,7 +40,10 @@ def main(argv: list[str] | None = None) -> int:
     text = json.dumps(synced_catalog(), indent=2, ensure_ascii=False) + "\n"
     if args.check:
         if CATALOG.read_text(encoding="utf-8") != text:
-            print("spec/requirements.json: the checks column is out of date; run python tools/sync_checks.py", file=sys.stderr)
+            print(
+                "spec/requirements.json: the checks column is out of date; run python tools/sync_checks.py",
+                file=sys.stderr,
+            )
             return 1
         return 0
     CATALOG.write_text(text, encoding="utf-8")

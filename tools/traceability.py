@@ -133,7 +133,12 @@ def render_markdown(rows: Sequence[Row]) -> str:
     lines += ["", "| level | tested | excluded | uncovered |", "|---|---:|---:|---:|"]
     lines += [f"| {lvl} | {c['tested']} | {c['excluded']} | {c['uncovered']} |" for lvl, c in s["per_level"].items()]
     unverified = ", ".join(f"{u['id']} ({u['level']})" for u in s["unverified"]) or "none"
-    lines += ["", f"Unverified, not scored: {unverified}.", "", f"Uncovered MUST / MUST NOT: {len(s['uncovered_musts'])}."]
+    lines += [
+        "",
+        f"Unverified, not scored: {unverified}.",
+        "",
+        f"Uncovered MUST / MUST NOT: {len(s['uncovered_musts'])}.",
+    ]
     return "\n".join(lines)
 
 

@@ -8,7 +8,9 @@ RUN_LAST = "engram_run_last"
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", f"{RUN_LAST}: a check that judges every call the run made, so it runs after all others")
+    config.addinivalue_line(
+        "markers", f"{RUN_LAST}: a check that judges every call the run made, so it runs after all others"
+    )
 
 
 @pytest.hookimpl(trylast=True)

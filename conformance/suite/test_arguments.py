@@ -106,7 +106,7 @@ class Drawing:
         for family in DRAWN:
             command += ["--family", family]
         try:
-            self.process: subprocess.Popen[str] | None = subprocess.Popen(
+            self.process: subprocess.Popen[bytes] | None = subprocess.Popen(
                 command, stdout=self.output, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
                 env={**os.environ, "HYPOTHESIS_STORAGE_DIRECTORY": _hypothesis_home()})
         except OSError:
@@ -497,7 +497,8 @@ def test_identifier_near_misses_are_refused(world: World, harness: Any, tool: st
 @check("arguments.capture-shape", "EMC-CAP-005", "EMC-CAP-006", "EMC-CAP-009", "EMC-CAP-011")
 @_tools()
 def test_capture_arrays_hold_their_item_bounds(world: World, harness: Any, tool: str) -> None:
-    """Components, citations and id lists at their item bounds are accepted; one beyond, empty or repeated is refused."""
+    """Components, citations and id lists at their item bounds are accepted; one beyond, empty or repeated is
+    refused."""
     run_family(world, harness, "arguments.capture-shape", "capture-shape", tool)
 
 

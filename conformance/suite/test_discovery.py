@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import cast
 
 import pytest
 
 from engram_mcp.conformance import _schemas
 from engram_mcp.conformance._checks import check, pin, require
 from engram_mcp.conformance._world import World, unique
+from engram_mcp.conformance.hosts import Forgery
 from engram_mcp.contract import load
 
 CONTRACT = load()
@@ -91,7 +93,9 @@ def test_advertised_output_schemas_accept_what_the_tool_sends(world: World) -> N
             checker = _schemas.validator(schema, name + ":output")
             sent = [("a refusal of empty arguments", world.call(name, {}))]
             if name == "engram_memory_search":
-                sent.append(("a search", world.call(name, {"query": "ledger", "purpose_ref": world.profile.purpose_ref})))
+                sent.append(
+                    ("a search", world.call(name, {"query": "ledger", "purpose_ref": world.profile.purpose_ref}))
+                )
             for label, reply in sent:
                 envelope = reply.envelope
                 if reply.kind != "result" or not isinstance(envelope, dict):
@@ -122,7 +126,8 @@ def test_a_scope_not_opted_in_discovers_no_tool(world: World, kind: str) -> None
 @pytest.mark.parametrize("kind", ["unknown", "ungranted", "opted-out", "never-configured", "principal-without-grant"])
 def test_an_unavailable_tool_is_the_unknown_tool_error(world: World, kind: str) -> None:
     """Calling a tool that does not exist for the caller is JSON-RPC -32602 'Unknown tool', verbatim."""
-    scope, principal, tool = world.primary, None, "engram_memory_get"
+    scope, tool = world.primary, "engram_memory_get"
+    principal: str | None = None
     if kind == "unknown":
         tool = "engram_memory_" + "undefined_probe"
     elif kind == "ungranted":
@@ -142,7 +147,9 @@ def test_an_unavailable_tool_is_the_unknown_tool_error(world: World, kind: str) 
     world.evidence.add("reply", {"kind": reply.kind, "error": reply.error})
     assert reply.kind == "error", f"expected a JSON-RPC error, got a {reply.kind}"
     assert reply.error["code"] == UNKNOWN_TOOL.jsonrpc_code
-    assert reply.error["message"] == UNKNOWN_TOOL.message, "the message must be the constant one, never echoing the name"
+    assert reply.error["message"] == UNKNOWN_TOOL.message, (
+        "the message must be the constant one, never echoing the name"
+    )
 
 
 def refused(world: World, forgery: str) -> None:
@@ -152,8 +159,10 @@ def refused(world: World, forgery: str) -> None:
     if world.profile.given:
         scope = world.primary
         principal = world.principal(scope, {"engram_memory_search"})
-        world._require_offered("engram_memory_search", scope, principal)  # a target without the tool cannot refuse its call
-        meta = world.host.forged(forgery, scope, principal)
+        world._require_offered(
+            "engram_memory_search", scope, principal
+        )  # a target without the tool cannot refuse its call
+        meta = world.host.forged(cast(Forgery, forgery), scope, principal)  # one of world.host.forgeries
     else:  # no host identity: a missing binding, or one that is no token at all, needs no scope
         world.require_offered_unbound("engram_memory_search")
         meta = world.host.forged(forgery, None, "")  # type: ignore[arg-type]
@@ -167,7 +176,8 @@ def refused(world: World, forgery: str) -> None:
 @check("binding.untrusted-call", "EMC-HOST-011", "EMC-HP-011")
 @pytest.mark.parametrize("forgery", ["missing", "garbage"])
 def test_a_call_without_a_binding_is_refused(world: World, forgery: str) -> None:
-    """A call with no binding, or with one that is no token at all, is -32603 'Trusted invocation context unavailable'."""
+    """A call with no binding, or with one that is no token at all, is -32603 'Trusted invocation context
+    unavailable'."""
     refused(world, forgery)
 
 

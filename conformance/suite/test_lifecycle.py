@@ -64,11 +64,15 @@ def forgetting(rid: str) -> dict[str, Any]:
 
 
 def get(world: World, rid: str, scope: ScopeProfile | None = None, principal: str | None = None) -> Reply:
-    return world.call(GET, {"record_id": rid, "purpose_ref": world.profile.purpose_ref}, scope=scope, principal=principal)
+    return world.call(
+        GET, {"record_id": rid, "purpose_ref": world.profile.purpose_ref}, scope=scope, principal=principal
+    )
 
 
 def search_ids(world: World, query: str, scope: ScopeProfile | None = None, principal: str | None = None) -> list[str]:
-    reply = world.call(SEARCH, {"query": query, "purpose_ref": world.profile.purpose_ref}, scope=scope, principal=principal)
+    reply = world.call(
+        SEARCH, {"query": query, "purpose_ref": world.profile.purpose_ref}, scope=scope, principal=principal
+    )
     value = world.value(reply, "search")
     return [entry.get("record", {}).get("record_id") for entry in value.get("records", [])]
 
@@ -114,10 +118,14 @@ def test_a_candidate_that_is_not_current_is_neither_searchable_nor_gettable(worl
     principal = world.principal(scope, {CAPTURE, ADMIT, WITHDRAW, SEARCH, GET})
     _, captured = world.capture(scope=scope, principal=principal, text=text)
     if state == "withdrawn":
-        world.value(world.call(WITHDRAW, withdrawal(captured["candidate_id"]), scope=scope, principal=principal), "withdraw")
+        world.value(
+            world.call(WITHDRAW, withdrawal(captured["candidate_id"]), scope=scope, principal=principal), "withdraw"
+        )
     elif state == "rejected":
         outcome = world.admit(captured["candidate_id"], scope=scope, principal=principal)
-        require(outcome.get("status") == "rejected", f"the planted credential was {outcome.get('status')!r}, not rejected")
+        require(
+            outcome.get("status") == "rejected", f"the planted credential was {outcome.get('status')!r}, not rejected"
+        )
     found = search_ids(world, marker, scope=scope, principal=principal)
     world.evidence.add("search_records", len(found))
     assert found == [], f"a search found {len(found)} record(s) for a {state} candidate's content"
@@ -177,7 +185,9 @@ def test_rejection_and_adjudication_are_success_envelopes(world: World, status: 
     assert (reply.result or {}).get("isError") is not True
     outcome = (reply.value or {}).get("outcome", {})
     require(outcome.get("status") == status, f"the policy answered {outcome.get('status')!r}, not {status}")
-    assert outcome.get("candidate_id") == captured["candidate_id"], "outcome.candidate_id is not the candidate the call named"
+    assert outcome.get("candidate_id") == captured["candidate_id"], (
+        "outcome.candidate_id is not the candidate the call named"
+    )
 
 
 @check("lifecycle.no-decision-argument", "EMC-ADM-006")
@@ -238,7 +248,11 @@ def test_withdrawing_a_pending_candidate_ends_it(world: World) -> None:
     assert value is not None, f"a confirmed withdraw of a pending candidate was refused: {refused(reply)}"
     receipt = value.get("receipt", {})
     world.evidence.add("receipt", {k: receipt.get(k) for k in ("operation", "from_state", "to_state")})
-    assert (receipt.get("operation"), receipt.get("from_state"), receipt.get("to_state")) == ("withdraw", "pending", "withdrawn")
+    assert (receipt.get("operation"), receipt.get("from_state"), receipt.get("to_state")) == (
+        "withdraw",
+        "pending",
+        "withdrawn",
+    )
     after = world.call(ADMIT, admission(captured["candidate_id"]))
     world.evidence.add("admission_afterwards", seen(after))
     assert after.code == "NOT_FOUND", f"admission of a withdrawn candidate answered {seen(after)}"
@@ -296,7 +310,9 @@ def test_an_expired_record_is_hidden_and_can_still_be_forgotten(world: World) ->
     marker = unique("life")
     expires = datetime.now(UTC) + timedelta(milliseconds=800)
     retention = {"derivative_rule": "make-ineligible", "expires_at": instant(expires)}
-    reply = world.call(CAPTURE, capture_arguments(world.profile.purpose_ref, text=text_with(marker), retention=retention))
+    reply = world.call(
+        CAPTURE, capture_arguments(world.profile.purpose_ref, text=text_with(marker), retention=retention)
+    )
     captured = world.value(reply, "capture with a near expiry")
     outcome = world.admit(captured["candidate_id"])
     require(outcome.get("status") == "accepted" and "record_id" in outcome, f"admission was {outcome.get('status')!r}")
@@ -347,7 +363,8 @@ def test_forgotten_content_can_be_captured_again(world: World) -> None:
 
 @check("lifecycle.forgotten-content-adjudicated", "EMC-ADM-007")
 def test_forgotten_content_is_never_silently_readmitted(world: World) -> None:
-    """Admission of content equal to a tombstoned record is pending_adjudication, where it would otherwise be accepted."""
+    """Admission of content equal to a tombstoned record is pending_adjudication, where it would otherwise be
+    accepted."""
     _, _, arguments = forgotten(world)
     captured = world.value(world.call(CAPTURE, {**arguments, "idempotency_key": fresh_key()}), "capture again")
     reply = world.call(ADMIT, admission(captured["candidate_id"]))
@@ -369,7 +386,10 @@ def test_a_record_stays_in_its_scope(world: World, other: str) -> None:
     principal = world.principal(scope, {SEARCH, GET})
     marker = unique("life")
     _, rid, _ = accepted(world, text_with(marker))
-    require(rid in search_ids(world, marker), "the record is not found in its own scope, so its absence elsewhere proves nothing")
+    require(
+        rid in search_ids(world, marker),
+        "the record is not found in its own scope, so its absence elsewhere proves nothing",
+    )
     found = search_ids(world, marker, scope=scope, principal=principal)
     world.evidence.add("search_records", len(found))
     assert found == [], f"a search bound to {other} found {len(found)} record(s) admitted in the primary scope"
@@ -384,7 +404,9 @@ def test_a_record_stays_in_its_scope(world: World, other: str) -> None:
 def _capture_outcome(world: World, scope: ScopeProfile | None = None, **payload: Any) -> Reply:
     scope = scope or world.primary
     principal = world.principal(scope, {CAPTURE})
-    return world.call(CAPTURE, capture_arguments(world.profile.purpose_ref, **payload), scope=scope, principal=principal)
+    return world.call(
+        CAPTURE, capture_arguments(world.profile.purpose_ref, **payload), scope=scope, principal=principal
+    )
 
 
 def refused_capture(world: World, scope: ScopeProfile, code: str, what: str, **offending: Any) -> None:
@@ -444,7 +466,8 @@ def _scope_by_retain(world: World, allowed: bool) -> ScopeProfile | None:
 @check("lifecycle.retain-permission", "EMC-RET-003", "EMC-CAP-013")
 @pytest.mark.parametrize("permission", ["not-allowed", "allowed"])
 def test_retain_needs_the_hosts_permission(world: World, permission: str) -> None:
-    """derivative_rule retain is UNAUTHORIZED, storing nothing, where the host does not allow it; accepted where it does."""
+    """derivative_rule retain is UNAUTHORIZED, storing nothing, where the host does not allow it; accepted where it
+    does."""
     allowed = permission == "allowed"
     scope = world.need(_scope_by_retain(world, allowed),
                        f"retain-{permission} (allow_retain = {str(allowed).lower()}, a principal granted capture)")
@@ -462,7 +485,8 @@ def test_retain_needs_the_hosts_permission(world: World, permission: str) -> Non
 
 @check("lifecycle.retention-ceiling", "EMC-RET-004", "EMC-CAP-013")
 def test_an_expiry_beyond_the_ceiling_is_unauthorized(world: World) -> None:
-    """expires_at later than the host's retention ceiling is UNAUTHORIZED and stores nothing; one within it is accepted."""
+    """expires_at later than the host's retention ceiling is UNAUTHORIZED and stores nothing; one within it is
+    accepted."""
     ceiling = world.primary.retention_ceiling_seconds
     if ceiling <= 0:
         pytest.skip("the profile states no retention ceiling for the primary scope (profile key "
@@ -474,7 +498,9 @@ def test_an_expiry_beyond_the_ceiling_is_unauthorized(world: World) -> None:
                     retention={"derivative_rule": "make-ineligible", "expires_at": beyond})
     near = _capture_outcome(world, retention={"derivative_rule": "make-ineligible", "expires_at": within})
     world.evidence.add("within_ceiling", seen(near))
-    assert (near.value or {}).get("status") == "committed_pending", f"expires_at within the ceiling answered {seen(near)}"
+    assert (near.value or {}).get("status") == "committed_pending", (
+        f"expires_at within the ceiling answered {seen(near)}"
+    )
 
 
 @check("lifecycle.retention-past", "EMC-RET-005")
@@ -488,7 +514,8 @@ def test_an_expiry_in_the_past_is_invalid(world: World) -> None:
 @check("lifecycle.reconciliation-consent", "EMC-CAP-012", "EMC-CAP-013")
 @pytest.mark.parametrize("family", ["unconsented", "consented"])
 def test_a_reconciliation_family_needs_the_hosts_consent(world: World, family: str) -> None:
-    """A family the host has not consented to is UNAUTHORIZED and stores nothing; a consented one is committed_pending."""
+    """A family the host has not consented to is UNAUTHORIZED and stores nothing; a consented one is
+    committed_pending."""
     consented = sorted(world.primary.consented_families)
     if family == "unconsented":
         name = "family:conformance-" + unique("f")

@@ -92,7 +92,9 @@ def _capture_in(world: World, scope: ScopeProfile, text: str | None = None) -> d
     principal = scope.principal_with({CAPTURE})
     if principal is None:
         return None
-    reply = world.call(CAPTURE, capture_arguments(world.profile.purpose_ref, text=text), scope=scope, principal=principal)
+    reply = world.call(
+        CAPTURE, capture_arguments(world.profile.purpose_ref, text=text), scope=scope, principal=principal
+    )
     return reply.value
 
 
@@ -152,8 +154,8 @@ def _build(world: World) -> Targets:
     world.value(world.call(WITHDRAW, {"candidate_id": withdrawn["candidate_id"], "idempotency_key": fresh_key(),
                                       "reason_ref": REASON}), "withdraw")
     targets.candidates.append(Target("withdrawn", withdrawn["candidate_id"], primary))
-    if would_be_record(withdrawn):
-        targets.records.append(Target("withdrawn", would_be_record(withdrawn), primary))
+    if (withdrawn_record := would_be_record(withdrawn)) is not None:
+        targets.records.append(Target("withdrawn", withdrawn_record, primary))
     _, captured = world.capture()
     outcome = world.admit(captured["candidate_id"])
     require(outcome.get("status") == "accepted", f"benign content was {outcome.get('status')!r}, not accepted")
@@ -175,15 +177,17 @@ def _build(world: World) -> Targets:
             targets.notes["rejected"] = f"the planted credential was {outcome.get('status')!r}, not rejected"
         else:
             targets.candidates.append(Target("rejected", rejected["candidate_id"], rejecting))
-            if would_be_record(rejected):
-                targets.records.append(Target("rejected", would_be_record(rejected), rejecting))
+            if (rejected_record := would_be_record(rejected)) is not None:
+                targets.records.append(Target("rejected", rejected_record, rejecting))
 
     # Other scopes: prefer ones that admit content, so that their record really exists.
     def admitting(s: ScopeProfile) -> bool:
         return s.admission_policy in ACCEPTS_BENIGN
 
     other_tenants = [s for s in profile.scopes if s.memory and s.tenant != primary.tenant]
-    _elsewhere(world, targets, "other-tenant", profile.other_tenant(), sorted(other_tenants, key=lambda s: not admitting(s)))
+    _elsewhere(
+        world, targets, "other-tenant", profile.other_tenant(), sorted(other_tenants, key=lambda s: not admitting(s))
+    )
     sibling = profile.sibling_workspace()
     _elsewhere(world, targets, "other-workspace", sibling, [sibling] if sibling is not None else [])
     return targets
@@ -270,7 +274,8 @@ def indistinguishable(world: World, tool: str, pool: list[Target], group: str) -
     rounds: dict[str, dict[str, Any]] = {}
     for target in group_pool(world, tool, pool, group):
         principal = target.scope.principal_with({tool})
-        require(principal is not None, f"no principal of {target.scope.label} is granted {tool}")
+        if principal is None:
+            raise Blocked(f"no principal of {target.scope.label} is granted {tool}")
         replies[target.label], rounds[target.label] = probe(world, tool, target, principal)
     world.evidence.add("codes", {label: reply.code for label, reply in replies.items()})
     world.evidence.add("confirmation_rounds", {label: ("input_required" if "input_required" in r else r["elicitations"])
@@ -307,7 +312,9 @@ def test_forget_answers_every_invisible_record_alike(world: World, group: str) -
         principal = scope.principal_with({GET})
         if principal is None:
             continue
-        reply = world.call(GET, {"record_id": rid, "purpose_ref": world.profile.purpose_ref}, scope=scope, principal=principal)
+        reply = world.call(
+            GET, {"record_id": rid, "purpose_ref": world.profile.purpose_ref}, scope=scope, principal=principal
+        )
         world.evidence.add(f"{label}_record_kept", reply.value is not None)
         assert reply.value is not None, f"a forget bound to the primary scope removed the {label} record"
 
@@ -315,7 +322,8 @@ def test_forget_answers_every_invisible_record_alike(world: World, group: str) -
 @check("not-found.request-admission", "EMC-HOST-006", "EMC-LIFE-005", "EMC-LIFE-008")
 @pytest.mark.parametrize("group", list(GROUPS))
 def test_admission_answers_every_invisible_candidate_alike(world: World, group: str) -> None:
-    """request_admission answers an unknown, out-of-scope, withdrawn, rejected or forgotten candidate with one NOT_FOUND."""
+    """request_admission answers an unknown, out-of-scope, withdrawn, rejected or forgotten candidate with one
+    NOT_FOUND."""
     indistinguishable(world, ADMIT, targets_for(world).candidates, group)
 
 
@@ -359,7 +367,9 @@ class Timing:
 _TIMINGS: dict[tuple[int, str], list[Timing]] = {}
 
 
-def _sample(world: World, tool: str, pool: dict[str, Target], rounds: int, rng: random.Random) -> dict[str, list[float]]:
+def _sample(
+    world: World, tool: str, pool: dict[str, Target], rounds: int, rng: random.Random
+) -> dict[str, list[float]]:
     """Interleaved latencies per condition; an unknown id is fresh for every call."""
     principal = world.principal(world.primary, {tool})
     samples: dict[str, list[float]] = {label: [] for label in pool}
@@ -370,11 +380,17 @@ def _sample(world: World, tool: str, pool: dict[str, Target], rounds: int, rng: 
         for _ in range(rounds):
             rng.shuffle(labels)
             for label in labels:
-                ident = pool[label].ident if label != "unknown" else (unknown_record() if tool == GET else unknown_candidate())
+                ident = (
+                    pool[label].ident
+                    if label != "unknown"
+                    else (unknown_record() if tool == GET else unknown_candidate())
+                )
                 meta = world.host.meta(pool[label].scope, principal)
                 reply = world.conn.call(tool, arguments(world, tool, ident), meta)
                 if reply.code != "NOT_FOUND":
-                    raise Blocked(f"a timed {tool} of the {label} target answered {reply.kind} {reply.code!r}, not NOT_FOUND")
+                    raise Blocked(
+                        f"a timed {tool} of the {label} target answered {reply.kind} {reply.code!r}, not NOT_FOUND"
+                    )
                 samples[label].append(reply.elapsed)
     finally:
         if enabled:
@@ -401,7 +417,9 @@ def timings(world: World, tool: str) -> list[Timing]:
                for label in pool if label != "unknown"]
     flagged = [r for r in results if r.first.verdict != "PASS"]
     if flagged:  # measure what stood out again, independently, before believing it
-        again = _sample(world, tool, {"unknown": pool["unknown"], **{r.label: pool[r.label] for r in flagged}}, SAMPLES, rng)
+        again = _sample(
+            world, tool, {"unknown": pool["unknown"], **{r.label: pool[r.label] for r in flagged}}, SAMPLES, rng
+        )
         for r in flagged:
             r.repeat = compare(f"unknown vs {r.label}", again["unknown"], again[r.label])
     _TIMINGS[key] = results
@@ -428,7 +446,8 @@ def _skip_unmeasured(world: World, tool: str, results: list[Timing]) -> None:
 @check("not-found.timing-gross", "EMC-GET-003", "EMC-HOST-006")
 @pytest.mark.parametrize("tool", [GET, ADMIT])
 def test_not_found_takes_no_telling_time(world: World, tool: str) -> None:
-    """An invisible existing target is not answered markedly slower or faster than an unknown id (gap > 3 ms, p < 1e-6)."""
+    """An invisible existing target is not answered markedly slower or faster than an unknown id (gap > 3 ms, p <
+    1e-6)."""
     results = timings(world, tool)
     _report(world, results)
     gross = [r for r in results if r.verdict == "FAIL"]
@@ -439,7 +458,8 @@ def test_not_found_takes_no_telling_time(world: World, tool: str) -> None:
 @check("not-found.timing-subtle", "EMC-GET-005")
 @pytest.mark.parametrize("tool", [GET, ADMIT])
 def test_not_found_latency_shows_no_significant_difference(world: World, tool: str) -> None:
-    """No invisible existing target differs in NOT_FOUND latency from an unknown id at p < 0.001, confirmed by a repeat."""
+    """No invisible existing target differs in NOT_FOUND latency from an unknown id at p < 0.001, confirmed by a
+    repeat."""
     results = timings(world, tool)
     _report(world, results)
     flagged = [r for r in results if r.verdict != "PASS"]

@@ -124,9 +124,10 @@ def flipped(token: str) -> str:
 @check("search.limit", "EMC-SRCH-003")
 @pytest.mark.parametrize("limit", [3, None], ids=["limit-3", "default"])
 def test_a_page_holds_at_most_the_limit(world: World, limit: int | None) -> None:
-    """With more matches than the limit, a page holds at most limit records, or search.limit.default when it is left out."""
+    """With more matches than the limit, a page holds at most limit records, or search.limit.default when it is
+    left out."""
     marked = corpus(world)
-    options = {"limit": limit} if limit is not None else {}
+    options: dict[str, Any] = {"limit": limit} if limit is not None else {}
     value = world.value(search(world, marked.marker, **options), "search for the corpus")
     bound = limit if limit is not None else DEFAULT_LIMIT
     world.evidence.add("page", {"matches": len(marked.ids), "returned": len(value["records"]), "bound": bound,
@@ -137,7 +138,8 @@ def test_a_page_holds_at_most_the_limit(world: World, limit: int | None) -> None
 
 @check("search.paging", "EMC-SRCH-009", "EMC-HP-049")
 def test_paging_returns_every_match_once(world: World) -> None:
-    """Following next_page_cursor with limit 2 yields every match exactly once, ranks increasing, and ends without a cursor."""
+    """Following next_page_cursor with limit 2 yields every match exactly once, ranks increasing, and ends without
+    a cursor."""
     marked = corpus(world)
     seen: list[str] = []
     ranks: list[int] = []
@@ -171,7 +173,8 @@ def test_a_default_left_out_or_spelled_out_is_the_same_request(world: World) -> 
     """A cursor minted with the defaults left out continues a request that spells the same defaults out."""
     marked = corpus(world)
     first = first_page(world, marked)
-    spelled = {"limit": DEFAULT_LIMIT, "max_packet_bytes": BUDGET_DEFAULT, "capability_policy": dict(LEXICAL)}
+    spelled: dict[str, Any] = {"limit": DEFAULT_LIMIT, "max_packet_bytes": BUDGET_DEFAULT,
+                               "capability_policy": dict(LEXICAL)}
     reply = search(world, marked.marker, page_cursor=first["next_page_cursor"], **spelled)
     world.evidence.add("continuation", outcome(reply))
     value = value_of(reply)
@@ -251,7 +254,8 @@ def ranking(value: dict[str, Any]) -> dict[str, Any]:
 
 @check("search.semantic-unavailable", "EMC-SRCH-008")
 def test_a_semantic_minimum_is_never_met_by_a_silent_lexical_fallback(world: World) -> None:
-    """lexical_and_semantic is RANKING_UNAVAILABLE, or a ranking that differs from the lexical one — never the lexical answer.
+    """lexical_and_semantic is RANKING_UNAVAILABLE, or a ranking that differs from the lexical one — never the
+    lexical answer.
 
     The harness cannot see whether a target has a semantic channel. A target without
     one must refuse; a target with one ranks with it, which changes the scores (or
@@ -266,16 +270,20 @@ def test_a_semantic_minimum_is_never_met_by_a_silent_lexical_fallback(world: Wor
     if outcome(semantic) == "RANKING_UNAVAILABLE":
         return
     assert outcome(semantic) == "ok", f"expected RANKING_UNAVAILABLE or a semantic ranking, got {outcome(semantic)}"
-    lexical = world.value(search(world, marked.marker, limit=MAX_LIMIT, capability_policy=dict(LEXICAL)), "lexical search")
-    world.evidence.add("rankings", {"semantic": ranking(value_of(semantic)), "lexical": ranking(lexical)})
-    assert ranking(value_of(semantic)) != ranking(lexical), (
+    lexical = world.value(
+        search(world, marked.marker, limit=MAX_LIMIT, capability_policy=dict(LEXICAL)), "lexical search"
+    )
+    semantic_value = world.value(semantic, "semantic search")
+    world.evidence.add("rankings", {"semantic": ranking(semantic_value), "lexical": ranking(lexical)})
+    assert ranking(semantic_value) != ranking(lexical), (
         "lexical_and_semantic answered exactly the lexical ranking: a silent lexical fallback")
 
 
 @check("search.capability-policy", "EMC-SRCH-006")
 @pytest.mark.parametrize("policy", ["explicit-default", "network-allow"])
 def test_the_capability_policy_changes_nothing_the_host_did_not_grant(world: World, policy: str) -> None:
-    """{lexical, forbid} spelled out, and network: allow, give the same records in the same order as no capability_policy."""
+    """{lexical, forbid} spelled out, and network: allow, give the same records in the same order as no
+    capability_policy."""
     marked = corpus(world)
     omitted = world.value(search(world, marked.marker, limit=MAX_LIMIT), "search without capability_policy")
     sent = dict(LEXICAL) if policy == "explicit-default" else {"minimum_channels": "lexical", "network": "allow"}
@@ -294,7 +302,8 @@ def test_the_capability_policy_changes_nothing_the_host_did_not_grant(world: Wor
 @pytest.mark.parametrize("budget", [BUDGET_MIN - 1, BUDGET_MAX + 1, BUDGET_MIN, BUDGET_MAX])
 @pytest.mark.parametrize("tool", [SEARCH, GET])
 def test_max_packet_bytes_outside_its_bounds_is_invalid(world: World, tool: str, budget: int) -> None:
-    """max_packet_bytes outside max_packet_bytes.min..max is INVALID_SCHEMA on search and get; the bounds are accepted."""
+    """max_packet_bytes outside max_packet_bytes.min..max is INVALID_SCHEMA on search and get; the bounds are
+    accepted."""
     marked = corpus(world)
     if tool == SEARCH:
         reply = search(world, marked.marker, limit=1, max_packet_bytes=budget)
@@ -306,7 +315,9 @@ def test_max_packet_bytes_outside_its_bounds_is_invalid(world: World, tool: str,
         assert outcome(reply) in ("ok", "PROJECTION_OVERSIZED"), (
             f"max_packet_bytes {budget}, within the bounds, gave {outcome(reply)}")
     else:
-        assert outcome(reply) == "INVALID_SCHEMA", f"max_packet_bytes {budget} gave {outcome(reply)}, not INVALID_SCHEMA"
+        assert outcome(reply) == "INVALID_SCHEMA", (
+            f"max_packet_bytes {budget} gave {outcome(reply)}, not INVALID_SCHEMA"
+        )
 
 
 @check("search.packet-budget", "EMC-SRCH-005")
@@ -316,7 +327,7 @@ def test_max_packet_bytes_outside_its_bounds_is_invalid(world: World, tool: str,
 def test_a_value_never_exceeds_the_budget(world: World, tool: str, budget: int | None) -> None:
     """The canonical size of every search page and get value is at most max_packet_bytes (or its default)."""
     bound = budget or BUDGET_DEFAULT
-    options = {"max_packet_bytes": budget} if budget else {}
+    options: dict[str, Any] = {"max_packet_bytes": budget} if budget else {}
     # Small records where one must fit the minimum budget; bulky ones, together over the budget, elsewhere.
     marked = corpus(world) if budget == BUDGET_MIN else corpus(world, "bulky", BULKY_SIZE, BULKY_TEXT)
     sizes: list[int] = []
@@ -326,7 +337,7 @@ def test_a_value_never_exceeds_the_budget(world: World, tool: str, budget: int |
     else:
         cursor = None
         for _ in range(3):
-            page = {"limit": MAX_LIMIT, **options, **({"page_cursor": cursor} if cursor else {})}
+            page: dict[str, Any] = {"limit": MAX_LIMIT, **options, **({"page_cursor": cursor} if cursor else {})}
             value = world.value(search(world, marked.marker, **page), "search")
             sizes.append(size(value))
             require(value["records"], "a page of the corpus came back empty")
@@ -345,7 +356,8 @@ def oversized_record(world: World) -> tuple[str, str]:
 
 @check("search.oversized-record", "EMC-SRCH-013")
 def test_a_record_over_the_budget_is_projection_oversized(world: World) -> None:
-    """When the first match alone exceeds the budget, search is PROJECTION_OVERSIZED, never an empty page with a cursor."""
+    """When the first match alone exceeds the budget, search is PROJECTION_OVERSIZED, never an empty page with a
+    cursor."""
     marker, _ = oversized_record(world)
     reply = search(world, marker, max_packet_bytes=BUDGET_MIN)
     value = value_of(reply)
@@ -386,15 +398,21 @@ def test_every_search_record_carries_its_record_id(world: World) -> None:
 
 @check("search.response-digest", "EMC-HP-046")
 def test_the_response_digest_recomputes(world: World) -> None:
-    """response_digest is profile_digest('search-response') over the value without it, on a page with and without a cursor."""
+    """response_digest is profile_digest('search-response') over the value without it, on a page with and without a
+    cursor."""
     marked = corpus(world)
     page = first_page(world, marked, limit=DEFAULT_LIMIT)
     last = world.value(search(world, marked.marker, limit=DEFAULT_LIMIT, page_cursor=page["next_page_cursor"]),
                        "second page")
-    for name, value in (("with_cursor", page), ("without_cursor" if "next_page_cursor" not in last else "second", last)):
+    for name, value in (
+        ("with_cursor", page),
+        ("without_cursor" if "next_page_cursor" not in last else "second", last),
+    ):
         expected = profile_digest("search-response", {k: v for k, v in value.items() if k != "response_digest"})
         world.evidence.add(name, value.get("response_digest") == expected)
-        assert value.get("response_digest") == expected, f"response_digest does not recompute ({name.replace('_', ' ')})"
+        assert value.get("response_digest") == expected, (
+            f"response_digest does not recompute ({name.replace('_', ' ')})"
+        )
 
 
 NO_MATCH_CASES = ["no-match", "match", "semantic-requested", "over-budget"]
@@ -429,7 +447,9 @@ def test_an_empty_success_means_nothing_matched(world: World, case: str) -> None
             options["capability_policy"] = {"minimum_channels": "lexical_and_semantic", "network": "forbid"}
     if case != "match":  # the plain query is the control of the other two: it must find the record first
         control = world.value(search(world, marker, limit=MAX_LIMIT), "search for a current record's marker")
-        require(rid in ids(control), "the admitted record is not found by its marker, so an empty answer proves nothing")
+        require(
+            rid in ids(control), "the admitted record is not found by its marker, so an empty answer proves nothing"
+        )
     reply = search(world, marker, **options)
     value = value_of(reply)
     world.evidence.add("reply", {"outcome": outcome(reply), "records": len(value["records"]) if value else None})

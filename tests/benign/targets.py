@@ -89,7 +89,9 @@ class VariantServer(ReferenceServer):
             result = self.render(envelope)
         return result
 
-    async def _list_tools(self, ctx: ServerRequestContext, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    async def _list_tools(
+        self, ctx: ServerRequestContext, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
         if self.list_delay is not None:
             await self.list_delay()
         result = await super()._list_tools(ctx, params)
@@ -143,8 +145,10 @@ def _walk(node: Any, visit: Callable[[dict[str, Any]], None]) -> None:
 
 
 # Its own wording, in Spanish (the contract's language), so the text copy carries non-ASCII too.
-OWN_TEXTS = {code: f"No se atendió la solicitud ({code.lower().replace('_', ' ')}). Consulte la documentación del servidor."
-             for code in CONTRACT.errors}
+OWN_TEXTS = {
+    code: f"No se atendió la solicitud ({code.lower().replace('_', ' ')}). Consulte la documentación del servidor."
+    for code in CONTRACT.errors
+}
 
 
 @variant("own-error-messages", freedom="EMC-ENV-006 asks for a constant sanitised text per code, not a given text")
@@ -191,7 +195,7 @@ def defs_and_refs(schema: dict[str, Any], tool: str) -> dict[str, Any]:
             return [hoist(item, path) for item in node]
         if not isinstance(node, dict):
             return node
-        out = {}
+        out: dict[str, Any] = {}
         for key, value in node.items():
             if key == "properties" and isinstance(value, dict):
                 out[key] = {}
@@ -240,7 +244,9 @@ def schema_unevaluated_properties(server: VariantServer) -> None:
     _retool(server, lambda name, tool: tool.model_copy(update={"input_schema": unevaluated(tool.input_schema)}))
 
 
-@variant("output-schema-left-out", freedom="the contract asks for the envelope in structuredContent, not for an outputSchema")
+@variant(
+    "output-schema-left-out", freedom="the contract asks for the envelope in structuredContent, not for an outputSchema"
+)
 def output_schema_left_out(server: VariantServer) -> None:
     """Tools advertise no outputSchema at all (MCP makes it optional); every result is the same envelope."""
     _retool(server, lambda name, tool: tool.model_copy(update={"output_schema": None}))
@@ -263,7 +269,9 @@ def other_server_identity(server: VariantServer) -> None:
     sdk.instructions = "Search before you capture; cite what you use."
 
 
-@variant("other-titles-and-annotations", freedom="titles, descriptions and annotations are hints the contract leaves open")
+@variant(
+    "other-titles-and-annotations", freedom="titles, descriptions and annotations are hints the contract leaves open"
+)
 def other_titles_and_annotations(server: VariantServer) -> None:
     """Tools carry other titles and descriptions, and no annotations at all."""
 
@@ -302,8 +310,8 @@ def uuid_audit_ids(server: VariantServer) -> None:
     import engram_mcp.reference._server as reference_server
 
     # The reference names its audit ids through one function; this server mints UUIDs instead.
-    reference_server.new_audit_id = lambda: str(uuid.uuid4())  # type: ignore[attr-defined]
-    _envelope.new_audit_id = reference_server.new_audit_id  # type: ignore[attr-defined]
+    reference_server.new_audit_id = lambda: str(uuid.uuid4())
+    _envelope.new_audit_id = reference_server.new_audit_id
 
 
 @variant("result-meta", freedom="MCP lets any result carry _meta; the envelope itself stays exact")
@@ -353,7 +361,9 @@ inner_record = outer_record
 
 def _map_ids(node: Any, keys: frozenset[str], change: Callable[[str], str]) -> Any:
     if isinstance(node, dict):
-        return {k: change(v) if k in keys and isinstance(v, str) else _map_ids(v, keys, change) for k, v in node.items()}
+        return {
+            k: change(v) if k in keys and isinstance(v, str) else _map_ids(v, keys, change) for k, v in node.items()
+        }
     if isinstance(node, list):
         return [_map_ids(item, keys, change) for item in node]
     return node
@@ -367,7 +377,9 @@ def redigest(tool: str, value: dict[str, Any]) -> dict[str, Any]:
             receipt["receipt_digest"] = profile_digest("read-receipt",
                                                        {k: v for k, v in receipt.items() if k != "receipt_digest"})
         if "packet_digest" in value:
-            value["packet_digest"] = profile_digest("get-packet", {k: v for k, v in value.items() if k != "packet_digest"})
+            value["packet_digest"] = profile_digest(
+                "get-packet", {k: v for k, v in value.items() if k != "packet_digest"}
+            )
     if tool == SEARCH and "response_digest" in value:
         value["response_digest"] = profile_digest("search-response",
                                                   {k: v for k, v in value.items() if k != "response_digest"})
@@ -430,7 +442,7 @@ def own_page_cursors(server: VariantServer) -> None:
 
 CAPTURE, ADMIT, WITHDRAW = "engram_memory_capture", "engram_memory_request_admission", "engram_memory_withdraw"
 # What this server's schemas say of a candidate_id: any non-empty string up to a bound, nothing about its form.
-OPAQUE_CANDIDATE = {"type": "string", "minLength": 1, "maxLength": 256,
+OPAQUE_CANDIDATE: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 256,
                     "description": "A candidate's id, copied exactly as capture returned it."}
 _CANDIDATE_KEY = hashlib.sha256(b"benign/opaque-candidate-ids/v1").digest()  # fixed, so a restart mints the same ids
 
@@ -482,7 +494,9 @@ class CandidateIds:
         return row[0] if row else None
 
 
-@variant("opaque-candidate-ids", freedom="candidate_id is opaque, copied exactly as returned; its form is the server's own")
+@variant(
+    "opaque-candidate-ids", freedom="candidate_id is opaque, copied exactly as returned; its form is the server's own"
+)
 def opaque_candidate_ids(server: VariantServer) -> None:
     """candidate_id is 'cand-' and a UUID4-shaped keyed hash of the reference's id; schemas call it any string."""
     ids = CandidateIds(server.config.store)
@@ -496,7 +510,11 @@ def opaque_candidate_ids(server: VariantServer) -> None:
         return ids.inner(value) or _never_issued(value)
 
     async def inward(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolRequestParams:
-        if params.name in (ADMIT, WITHDRAW) and isinstance(params.arguments, dict) and "candidate_id" in params.arguments:
+        if (
+            params.name in (ADMIT, WITHDRAW)
+            and isinstance(params.arguments, dict)
+            and "candidate_id" in params.arguments
+        ):
             arguments = {**params.arguments, "candidate_id": await anyio.to_thread.run_sync(
                 translate, params.arguments["candidate_id"])}
             return params.model_copy(update={"arguments": arguments})

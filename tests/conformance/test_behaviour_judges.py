@@ -101,8 +101,9 @@ def test_an_open_level_is_named() -> None:
     assert schemas.disagreement("engram_memory_capture", top).startswith("accepts ")
     nested = schemas.disagreement("engram_memory_capture", _open_at(bundle, "payload"))
     assert nested is not None and "payload" in nested, nested
-    policy = schemas.disagreement("engram_memory_search",
-                                  _open_at(CONTRACT.advertised_input_schema("engram_memory_search"), "capability_policy"))
+    policy = schemas.disagreement(
+        "engram_memory_search", _open_at(CONTRACT.advertised_input_schema("engram_memory_search"), "capability_policy")
+    )
     assert policy is not None and "capability_policy" in policy, policy
 
 
@@ -130,9 +131,9 @@ def test_rules_a_schema_cannot_express_are_not_asked() -> None:
 
 def test_an_unusable_schema_is_named_not_fetched() -> None:
     remote = {"$schema": "https://json-schema.org/draft/2020-12/schema", "$ref": "https://schemas.example/get.json"}
-    assert "does not resolve" in schemas.disagreement("engram_memory_get", remote)
-    assert "not a valid 2020-12 schema" in schemas.disagreement("engram_memory_get", {"type": "objekt"})
-    assert "not an object" in schemas.disagreement("engram_memory_get", None)
+    assert "does not resolve" in (schemas.disagreement("engram_memory_get", remote) or "")
+    assert "not a valid 2020-12 schema" in (schemas.disagreement("engram_memory_get", {"type": "objekt"}) or "")
+    assert "not an object" in (schemas.disagreement("engram_memory_get", None) or "")
 
 
 def test_the_table_texts_and_other_wordings_are_sanitised() -> None:

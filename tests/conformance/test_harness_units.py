@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -74,10 +75,21 @@ def test_every_suite_check_is_in_the_catalog_and_back() -> None:
 
 
 def _run(results: list[Result], **overrides: object) -> Run:
-    fields = dict(target=parse_target("stdio:x"), profile=None, host=None, confirmer=None, eras=("legacy",), seed=0,
-                  examples=1, strict=False, baseline=frozenset(), report_dir=None, timeout=1.0)
+    fields: dict[str, Any] = dict(
+        target=parse_target("stdio:x"),
+        profile=None,
+        host=None,
+        confirmer=None,
+        eras=("legacy",),
+        seed=0,
+        examples=1,
+        strict=False,
+        baseline=frozenset(),
+        report_dir=None,
+        timeout=1.0,
+    )
     fields.update(overrides)
-    run = Run(**fields)  # type: ignore[arg-type]
+    run = Run(**fields)
     run.results.extend(results)
     return run
 

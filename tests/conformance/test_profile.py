@@ -119,7 +119,10 @@ def test_a_quoted_boolean_is_refused_not_read_as_true(reference: Path, tmp_path:
     path = _profile(reference, tmp_path, 'memory = false=>memory = "false"')
     message = _refusal(path)
     line = _line_of(path, 'memory = "false"')
-    assert f"{path}:{line}: scopes[4].memory: must be a boolean (true or false, unquoted), not the string \"false\"" in message
+    assert (
+        f'{path}:{line}: scopes[4].memory: must be a boolean (true or false, unquoted), not the string "false"'
+        in message
+    )
 
 
 def test_an_unknown_key_is_refused_with_its_line_and_a_suggestion(reference: Path, tmp_path: Path) -> None:
@@ -237,7 +240,10 @@ def test_the_reference_without_a_profile_ends_incomplete_and_names_what_a_profil
     for ran in ("wiring.unbound-list-is-empty", "wiring.other-methods-unbound", "binding.untrusted-call"):
         assert any(f'"{ran}"' in c and '"PASS"' in c for c in checks), ran  # what needs no identity ran
     assert any(NEEDS_PROFILE in c for c in checks)
-    assert f"{NEEDS_PROFILE}: a primary" in result.stdout and "→ pass --profile (`engram-reference init DIR`" in result.stdout
+    assert (
+        f"{NEEDS_PROFILE}: a primary" in result.stdout
+        and "→ pass --profile (`engram-reference init DIR`" in result.stdout
+    )
     assert not any('"FAIL"' in c or '"ERROR"' in c for c in checks)
 
 
@@ -441,7 +447,9 @@ def test_a_profile_with_only_http_settings_reaches_the_target_without_a_host_ide
         http_reference: str, reference: Path, tmp_path: Path) -> None:
     transport = reference / f"transport-{tmp_path.name}.toml"
     transport.write_text('[http]\nbearer_token_file = "keys/http-bearer.txt"\n', encoding="utf-8")
-    assert not load_profile(transport).given and load_profile(transport).http_headers["Authorization"].startswith("Bearer ")
+    assert not load_profile(transport).given and load_profile(transport).http_headers["Authorization"].startswith(
+        "Bearer "
+    )
     result = conformance("--target", http_reference, "--profile", str(transport), "--era", "legacy",
                          "--report-dir", str(tmp_path / "r"))
     _assert_incomplete(result)

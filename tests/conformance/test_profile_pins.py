@@ -167,6 +167,8 @@ def test_a_returned_candidate_id_of_another_form_is_only_the_value_pin(candidate
     assert taken == ((pins.VALUE_PIN,) if pinned else ())
     validator = CONTRACT.validator(CONTRACT.value_schema("engram_memory_capture"))
     assert validator.is_valid(loose) is not refused
-    outcome = {"outcome": {**_captured(candidate_id), "status": "rejected", "decision_receipt_digest": "sha256:" + "1" * 64},
-               "replayed": False}
+    outcome = {
+        "outcome": {**_captured(candidate_id), "status": "rejected", "decision_receipt_digest": "sha256:" + "1" * 64},
+        "replayed": False,
+    }
     assert pins.relaxed_value(outcome)[1] == taken

@@ -31,7 +31,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import httpx2
@@ -223,13 +223,17 @@ class Host:
             purpose_ref=purpose, **overrides,
         )
 
-    def meta(self, tenant: str = "acme", workspace: str = "research", principal: str = "agent-full", **kw: Any) -> dict[str, Any]:
+    def meta(
+        self, tenant: str = "acme", workspace: str = "research", principal: str = "agent-full", **kw: Any
+    ) -> dict[str, Any]:
         return {HOST_BINDING_META_KEY: self.token(tenant, workspace, principal, **kw)}
 
     def binding(self, tenant: str = "acme", workspace: str = "research", principal: str = "agent-full",
                 session: str = "session-1") -> Binding:
         """The Binding the server derives from ``meta(...)`` (ids do not depend on the token's own fields)."""
-        return Binding(tenant, workspace, principal, "agent-1", session, PURPOSE, self.issuer, self.audience, 0, 0, "jti")
+        return Binding(
+            tenant, workspace, principal, "agent-1", session, PURPOSE, self.issuer, self.audience, 0, 0, "jti"
+        )
 
     def forged(self, kind: str, **kw: Any) -> dict[str, Any]:  # noqa: PLR0912 - one branch per forgery
         """A ``_meta`` whose binding the server must refuse (Appendix A of the host profile)."""
@@ -293,7 +297,9 @@ def capture_args(
                    "text": text if text is not None else f"We chose SQLite for the embedded store {marker()}.",
                    "citation_ids": ["cit-adr"]}]
     if context is not None:
-        components.append({"component_id": "c-context", "kind": "context", "text": context, "citation_ids": ["cit-adr"]})
+        components.append(
+            {"component_id": "c-context", "kind": "context", "text": context, "citation_ids": ["cit-adr"]}
+        )
     payload: dict[str, Any] = {
         "schema_version": 2,
         "purpose_ref": purpose,
@@ -352,7 +358,7 @@ class Confirmer:
 
     def answer(self) -> dict[str, Any]:
         """The answer as wire JSON (an ElicitResult, or an error reply)."""
-        return {
+        answers: dict[str, dict[str, Any]] = {
             "accept": {"action": "accept", "content": {"confirm": True}},
             "decline": {"action": "decline"},
             "cancel": {"action": "cancel"},
@@ -361,9 +367,12 @@ class Confirmer:
             "accept_empty": {"action": "accept"},
             "accept_string": {"action": "accept", "content": {"confirm": "true"}},
             "error": {"error": True},
-        }[self.mode]
+        }
+        return answers[self.mode]
 
-    async def elicitation_callback(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult | types.ErrorData:
+    async def elicitation_callback(
+        self, context: Any, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
         self.asked.append(params.model_dump(by_alias=True, exclude_none=True))
         if self.delay:
             await anyio.sleep(self.delay)
@@ -391,7 +400,7 @@ class Result:
 
     @property
     def env(self) -> dict[str, Any]:
-        return self.raw.structured_content  # type: ignore[return-value]
+        return self.raw.structured_content
 
     @property
     def ok(self) -> bool:
@@ -452,7 +461,7 @@ class McpClient:
         return self.era == "modern"
 
     async def list_tools(self, meta: dict[str, Any] | None = None) -> types.ListToolsResult:
-        params = types.PaginatedRequestParams(_meta=meta) if meta is not None else None
+        params = types.PaginatedRequestParams(_meta=cast(types.RequestParamsMeta, meta)) if meta is not None else None
         with anyio.fail_after(CALL_TIMEOUT + 5):
             return await self.session.send_request(
                 types.ListToolsRequest(params=params), types.ListToolsResult, request_read_timeout_seconds=CALL_TIMEOUT
@@ -470,7 +479,11 @@ class McpClient:
     ) -> types.CallToolResult | types.InputRequiredResult:
         """One tools/call exactly as given (``meta=None`` sends no binding), read without client-side validation."""
         params = types.CallToolRequestParams(
-            name=tool, arguments=arguments, _meta=meta, request_state=request_state, input_responses=input_responses
+            name=tool,
+            arguments=arguments,
+            _meta=cast("types.RequestParamsMeta | None", meta),
+            request_state=request_state,
+            input_responses=input_responses,
         )
         with anyio.fail_after(timeout + 5):
             result = await self.session.send_request(
@@ -506,12 +519,16 @@ class McpClient:
             assert isinstance(result, types.CallToolResult), "one confirmation round is enough"
         return Result(tool, result)
 
-    async def protocol_error(self, tool: str, arguments: dict[str, Any] | None, meta: dict[str, Any] | None) -> MCPError:
+    async def protocol_error(
+        self, tool: str, arguments: dict[str, Any] | None, meta: dict[str, Any] | None
+    ) -> MCPError:
         with pytest.raises(MCPError) as caught:
             await self.call(tool, arguments, meta, bind=False)
         return caught.value
 
-    async def input_required(self, tool: str, arguments: dict[str, Any], meta: dict[str, Any]) -> types.InputRequiredResult:
+    async def input_required(
+        self, tool: str, arguments: dict[str, Any], meta: dict[str, Any]
+    ) -> types.InputRequiredResult:
         result = await self.raw(tool, arguments, meta)
         assert isinstance(result, types.InputRequiredResult), f"expected a request for input, got {result}"
         return result
@@ -541,7 +558,9 @@ async def stdio_client_for(
     with open(ref.path / "server-stderr.log", "a", encoding="utf-8") as errlog:
         async with open_stdio(params, errlog=errlog) as (read, write):
             callback = confirmer.elicitation_callback if elicitation else None
-            async with ClientSession(read, write, read_timeout_seconds=CALL_TIMEOUT, elicitation_callback=callback) as session:
+            async with ClientSession(
+                read, write, read_timeout_seconds=CALL_TIMEOUT, elicitation_callback=callback
+            ) as session:
                 await _open_session(session, era)
                 yield McpClient(session, era, ref.host, confirmer)
 

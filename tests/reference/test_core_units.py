@@ -75,7 +75,10 @@ class Harness:
         self.store = Store(path)
         self.kek = os.urandom(32)
         self.cipher = AesGcmCipher(self.kek)
-        self.policies: dict[Scope, ScopePolicy] = {SCOPE: policy(AcceptAll()), Scope("tenant-b", "workspace-1"): policy(AcceptAll())}
+        self.policies: dict[Scope, ScopePolicy] = {
+            SCOPE: policy(AcceptAll()),
+            Scope("tenant-b", "workspace-1"): policy(AcceptAll()),
+        }
         self.engine = Engine(self.store, self.cipher, lambda scope: self.policies[scope], os.urandom(32))
 
     def call(self, tool: str, arguments: dict[str, Any], caller: Binding | None = None, now: datetime = NOW) -> Outcome:
@@ -110,14 +113,22 @@ def test_capture_seals_the_candidate_and_replays(harness: Harness) -> None:
     first = harness.value("engram_memory_capture", arguments)
     assert first["status"] == "committed_pending"
     assert first["candidate_id"] == capture_candidate_id(binding(), arguments["idempotency_key"])
-    row = harness.store._db.execute("SELECT * FROM candidates WHERE candidate_id = ?", (first["candidate_id"],)).fetchone()
+    row = harness.store._db.execute(
+        "SELECT * FROM candidates WHERE candidate_id = ?", (first["candidate_id"],)
+    ).fetchone()
     assert row["state"] == "pending"
     text = arguments["payload"]["components"][0]["text"].encode()
     assert text not in row["ciphertext"]
-    opened = json.loads(harness.cipher.open(Sealed(row["ciphertext"], row["wrapped_key"]), scope=SCOPE, candidate_id=row["candidate_id"]))
+    opened = json.loads(
+        harness.cipher.open(
+            Sealed(row["ciphertext"], row["wrapped_key"]), scope=SCOPE, candidate_id=row["candidate_id"]
+        )
+    )
     assert opened["payload"]["components"] == arguments["payload"]["components"]
     assert opened["evidence"] == arguments["evidence"]
-    assert harness.engine.replay("engram_memory_capture", binding(), arguments) == Outcome(value={**first, "status": "duplicate_exact"})
+    assert harness.engine.replay("engram_memory_capture", binding(), arguments) == Outcome(
+        value={**first, "status": "duplicate_exact"}
+    )
     assert harness.value("engram_memory_capture", arguments) == {**first, "status": "duplicate_exact"}
 
 
@@ -142,7 +153,9 @@ def test_admission_follows_the_scope_policy(harness: Harness, admission: Admissi
     outcome = harness.value("engram_memory_request_admission", admission_args(cid))["outcome"]
     assert outcome["status"] == status
     assert ("record_id" in outcome) is (status == "accepted")
-    row = harness.store._db.execute("SELECT state, ciphertext, wrapped_key FROM candidates WHERE candidate_id = ?", (cid,)).fetchone()
+    row = harness.store._db.execute(
+        "SELECT state, ciphertext, wrapped_key FROM candidates WHERE candidate_id = ?", (cid,)
+    ).fetchone()
     if status == "pending_adjudication":
         assert row["state"] == "pending" and row["wrapped_key"] is not None
     else:
@@ -153,7 +166,9 @@ def test_withdraw_destroys_the_key_and_body(harness: Harness) -> None:
     cid = harness.value("engram_memory_capture", capture_args())["candidate_id"]
     value = harness.value("engram_memory_withdraw", withdraw_args(cid))
     assert value["key_destruction"] == "complete"
-    row = harness.store._db.execute("SELECT state, ciphertext, wrapped_key FROM candidates WHERE candidate_id = ?", (cid,)).fetchone()
+    row = harness.store._db.execute(
+        "SELECT state, ciphertext, wrapped_key FROM candidates WHERE candidate_id = ?", (cid,)
+    ).fetchone()
     assert (row["state"], row["ciphertext"], row["wrapped_key"]) == ("withdrawn", None, None)
 
 
@@ -194,14 +209,19 @@ def test_a_retried_capture_keeps_its_first_retention(harness: Harness) -> None:
     first = harness.value("engram_memory_capture", arguments)
     harness.policies[SCOPE] = policy(AcceptAll(), allow_retain=False)
     assert harness.value("engram_memory_capture", arguments) == {**first, "status": "duplicate_exact"}
-    assert harness.call("engram_memory_capture", {**arguments, "idempotency_key": "key-fresh-0000000001"}).code == "UNAUTHORIZED"
+    assert (
+        harness.call("engram_memory_capture", {**arguments, "idempotency_key": "key-fresh-0000000001"}).code
+        == "UNAUTHORIZED"
+    )
 
 
 def test_an_expired_record_is_invisible_but_forgettable(harness: Harness) -> None:
     """EMC-LIFE-001 and EMC-FGT-001, on the engine's clock."""
     word = marker()
     expires = {"derivative_rule": "make-ineligible", "expires_at": "2026-01-15T13:00:00.000Z"}  # NOW + 1 hour
-    cid = harness.value("engram_memory_capture", capture_args(f"Short-lived {word}.", retention=expires))["candidate_id"]
+    cid = harness.value("engram_memory_capture", capture_args(f"Short-lived {word}.", retention=expires))[
+        "candidate_id"
+    ]
     rid = harness.value("engram_memory_request_admission", admission_args(cid))["outcome"]["record_id"]
     assert harness.call("engram_memory_get", get_args(rid)).ok
     later = NOW + timedelta(hours=2)
@@ -314,7 +334,12 @@ def test_tool_result_carries_the_envelope_twice() -> None:
     assert failure == {"ok": False, "auditId": "aud_x", "redactionClass": "high",
                        "error": {"code": "STALE_PAGE", "message": spec.message, "retriable": spec.retriable}}
     success = envelope(Outcome(value={"a": 1}), "aud_y")
-    assert success == {"ok": True, "output": {"schema_version": 1, "value": {"a": 1}}, "auditId": "aud_y", "redactionClass": "high"}
+    assert success == {
+        "ok": True,
+        "output": {"schema_version": 1, "value": {"a": 1}},
+        "auditId": "aud_y",
+        "redactionClass": "high",
+    }
 
 
 def test_audit_ids_are_fresh_and_opaque() -> None:
@@ -392,7 +417,9 @@ CONFIG_ERRORS = {
     "unknown admission policy": scope_setting("admission_policy", "accept-if-nice"),
     "same scope twice": lambda d: d["scopes"].append(dict(d["scopes"][0])),
     "ttl zero": scope_setting("confirmation_ttl_seconds", 0),
-    "ttl above the contract's maximum": scope_setting("confirmation_ttl_seconds", CONTRACT.limit("confirmation.ttl.max") + 1),
+    "ttl above the contract's maximum": scope_setting(
+        "confirmation_ttl_seconds", CONTRACT.limit("confirmation.ttl.max") + 1
+    ),
     "ttl negative": scope_setting("confirmation_ttl_seconds", -5),
     "ttl as text": scope_setting("confirmation_ttl_seconds", "20"),
     "ttl as a boolean": scope_setting("confirmation_ttl_seconds", True),
@@ -452,7 +479,9 @@ CALLS: dict[str, Callable[[], dict[str, Any]]] = {
 }
 
 
-async def call_in_process(server: ReferenceServer, era: str, tool: str, arguments: dict[str, Any], meta: dict[str, Any]) -> Any:
+async def call_in_process(
+    server: ReferenceServer, era: str, tool: str, arguments: dict[str, Any], meta: dict[str, Any]
+) -> Any:
     """The result or the MCPError a client gets; anything else fails the test."""
     async def accept(context: Any, params: Any) -> types.ElicitResult:
         return types.ElicitResult(action="accept", content={"confirm": True})
@@ -469,7 +498,9 @@ async def call_in_process(server: ReferenceServer, era: str, tool: str, argument
 def assert_constant(outcome: Any, tool: str) -> None:
     expected = "MUTATION_OUTCOME_UNKNOWN" if CONTRACT.tools[tool].mutability != "read-only" else "STORE_UNAVAILABLE"
     if isinstance(outcome, MCPError):
-        raise AssertionError(f"a JSON-RPC error ({outcome.error.code}, {outcome.error.message!r}) instead of an envelope")
+        raise AssertionError(
+            f"a JSON-RPC error ({outcome.error.code}, {outcome.error.message!r}) instead of an envelope"
+        )
     assert SECRET not in outcome.model_dump_json()
     env = check_envelope(tool, outcome)
     assert env["error"]["code"] == expected
@@ -487,7 +518,12 @@ FAILURE_POINTS = [
 @pytest.mark.parametrize("era", list(MODES))
 @pytest.mark.parametrize(("where", "tool"), FAILURE_POINTS)
 async def test_an_unexpected_failure_is_a_constant_envelope(
-    reference: ReferenceServer, server_dir: ReferenceDir, monkeypatch: pytest.MonkeyPatch, era: str, tool: str, where: str
+    reference: ReferenceServer,
+    server_dir: ReferenceDir,
+    monkeypatch: pytest.MonkeyPatch,
+    era: str,
+    tool: str,
+    where: str,
 ) -> None:
     owner, attribute = where.split(".")
     monkeypatch.setattr(getattr(reference, owner), attribute, explode)
@@ -536,7 +572,8 @@ async def test_a_failing_confirmation_store_is_a_constant_envelope(
 
 
 def test_a_null_binding_is_refused_not_ignored(reference: ReferenceServer) -> None:
-    """EMC-HP-014: the key counts as present whatever its value; the SDK client cannot send null, so ask the server directly."""
+    """EMC-HP-014: the key counts as present whatever its value; the SDK client cannot send null, so ask the server
+    directly."""
     for value in (None, "", 0, {"token": "x"}):
         with pytest.raises(MCPError) as caught:
             reference._binding(SimpleNamespace(meta={HOST_BINDING_META_KEY: value}))  # type: ignore[arg-type]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
 import struct
@@ -100,7 +101,7 @@ def test_every_flipped_ciphertext_byte_is_refused(cipher: AesGcmCipher) -> None:
         tampered = bytearray(sealed.ciphertext)
         tampered[i] ^= 0x01
         broken = replace(sealed, ciphertext=bytes(tampered))
-        assert_broken(lambda broken=broken: cipher.open(broken, scope=SCOPE, candidate_id=CANDIDATE))
+        assert_broken(functools.partial(cipher.open, broken, scope=SCOPE, candidate_id=CANDIDATE))
 
 
 def test_every_flipped_wrapped_key_byte_is_refused(cipher: AesGcmCipher, sealed: Sealed) -> None:
@@ -108,7 +109,7 @@ def test_every_flipped_wrapped_key_byte_is_refused(cipher: AesGcmCipher, sealed:
         tampered = bytearray(sealed.wrapped_key)
         tampered[i] ^= 0x80
         broken = replace(sealed, wrapped_key=bytes(tampered))
-        assert_broken(lambda broken=broken: cipher.open(broken, scope=SCOPE, candidate_id=CANDIDATE))
+        assert_broken(functools.partial(cipher.open, broken, scope=SCOPE, candidate_id=CANDIDATE))
 
 
 @pytest.mark.parametrize(
@@ -156,6 +157,7 @@ def test_wrapped_key_of_the_wrong_length_is_refused(
         wrapped_key = sealed.wrapped_key[:-8]
     elif wrapped_key == "extended":
         wrapped_key = sealed.wrapped_key + b"\x00" * 8
+    assert isinstance(wrapped_key, bytes)
     broken = replace(sealed, wrapped_key=wrapped_key)
     assert_broken(lambda: cipher.open(broken, scope=SCOPE, candidate_id=CANDIDATE))
 

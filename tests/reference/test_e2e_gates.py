@@ -145,7 +145,10 @@ async def test_capture_and_admission_ask_only_where_the_host_gates_them(client: 
     outcome = (await client.call("engram_memory_request_admission", admission, **OPS)).value
     assert outcome["outcome"]["status"] == "accepted" and outcome["replayed"] is False
     assert len(client.confirmer.asked) == 1
-    assert asked == [CONFIRMATION_MESSAGES["engram_memory_capture"], CONFIRMATION_MESSAGES["engram_memory_request_admission"]]
+    assert asked == [
+        CONFIRMATION_MESSAGES["engram_memory_capture"],
+        CONFIRMATION_MESSAGES["engram_memory_request_admission"],
+    ]
 
 
 async def test_a_replay_is_answered_without_asking_again(client: McpClient) -> None:
@@ -160,7 +163,9 @@ async def test_a_replay_is_answered_without_asking_again(client: McpClient) -> N
     assert len(client.confirmer.asked) == 1
 
 
-@pytest.mark.parametrize("claim", [{"confirmed": True}, {"confirm": True}, {"elicitationRef": "elicit-1"}, {"approval": "yes"}])
+@pytest.mark.parametrize(
+    "claim", [{"confirmed": True}, {"confirm": True}, {"elicitationRef": "elicit-1"}, {"approval": "yes"}]
+)
 async def test_the_agent_cannot_confirm_for_itself(client: McpClient, claim: dict[str, Any]) -> None:
     cid = (await captured(client))["candidate_id"]
     assert (await client.call("engram_memory_withdraw", {**withdraw_args(cid), **claim})).code == "INVALID_SCHEMA"
@@ -168,7 +173,9 @@ async def test_the_agent_cannot_confirm_for_itself(client: McpClient, claim: dic
     await still_pending(client, cid)
 
 
-async def test_a_host_that_cannot_carry_a_confirmation_is_refused(client: McpClient, reference_dir: ReferenceDir) -> None:
+async def test_a_host_that_cannot_carry_a_confirmation_is_refused(
+    client: McpClient, reference_dir: ReferenceDir
+) -> None:
     """EMC-GATE-008: a client that declared no form elicitation cannot be asked, so the call is refused."""
     cid = (await captured(client))["candidate_id"]
     _, rid = await admitted(client)
@@ -213,8 +220,11 @@ async def test_legacy_no_answer_within_the_ttl_fails_the_gate(tmp_path_factory: 
         ("2025-03-26", {"elicitation": {"form": {}}}, False),  # before elicitation/create existed
     ],
 )
-def test_legacy_declared_capabilities_decide(reference_dir: ReferenceDir, version: str, capabilities: dict[str, Any], can_confirm: bool) -> None:
-    """EMC-HP-031, on the raw wire: only a declared form elicitation, at 2025-06-18 or later, can carry a confirmation."""
+def test_legacy_declared_capabilities_decide(
+    reference_dir: ReferenceDir, version: str, capabilities: dict[str, Any], can_confirm: bool
+) -> None:
+    """EMC-HP-031, on the raw wire: only a declared form elicitation, at 2025-06-18 or later, can carry a
+    confirmation."""
     raw = RawStdio(reference_dir)
     raw.elicitation_answer = {"action": "accept", "content": {"confirm": True}}
     try:
@@ -258,12 +268,16 @@ async def test_modern_an_approved_retry_runs_once(modern: McpClient) -> None:
     arguments = withdraw_args(cid)
     state = (await modern.input_required("engram_memory_withdraw", arguments, modern.host.meta())).request_state
     # A freshly minted binding for the same principal and session carries the answer (EMC-HP-036).
-    done = await modern.raw("engram_memory_withdraw", arguments, modern.host.meta(), request_state=state, input_responses=APPROVE)
+    done = await modern.raw(
+        "engram_memory_withdraw", arguments, modern.host.meta(), request_state=state, input_responses=APPROVE
+    )
     assert isinstance(done, types.CallToolResult) and done.structured_content["ok"]
     assert done.structured_content["output"]["value"]["replayed"] is False
 
 
-async def gate_failed(client: McpClient, tool: str, arguments: dict[str, Any], meta: dict[str, Any], **retry: Any) -> None:
+async def gate_failed(
+    client: McpClient, tool: str, arguments: dict[str, Any], meta: dict[str, Any], **retry: Any
+) -> None:
     result = await client.raw(tool, arguments, meta, **retry)
     assert isinstance(result, types.CallToolResult), "a retry is never asked again"
     assert result.structured_content["error"]["code"] == "gate_failed"
@@ -287,17 +301,31 @@ async def test_modern_forged_retries_fail_the_gate(modern: McpClient) -> None:
     await gate_failed(modern, withdraw, args_b, meta, request_state=state_a, input_responses=APPROVE)
     changed = {**args_a, "reason_ref": "reason:changed"}  # another operation on the same target
     await gate_failed(modern, withdraw, changed, meta, request_state=state_a, input_responses=APPROVE)
-    await gate_failed(modern, withdraw, args_a, host.meta(principal="agent-peer"), request_state=state_a, input_responses=APPROVE)
-    await gate_failed(modern, withdraw, args_a, host.meta(session="session-2"), request_state=state_a, input_responses=APPROVE)
+    await gate_failed(
+        modern, withdraw, args_a, host.meta(principal="agent-peer"), request_state=state_a, input_responses=APPROVE
+    )
+    await gate_failed(
+        modern, withdraw, args_a, host.meta(session="session-2"), request_state=state_a, input_responses=APPROVE
+    )
     await gate_failed(modern, withdraw, args_a, host.meta(**OPS), request_state=state_a, input_responses=APPROVE)
     # None of those matched the call, so none burnt state_a (EMC-HP-038): it still approves, once.
     ok = await modern.raw(withdraw, args_a, meta, request_state=state_a, input_responses=APPROVE)
-    assert isinstance(ok, types.CallToolResult) and ok.structured_content["output"]["value"]["receipt"]["from_state"] == "pending"
+    assert (
+        isinstance(ok, types.CallToolResult)
+        and ok.structured_content["output"]["value"]["receipt"]["from_state"] == "pending"
+    )
     # A matching state without an approving answer fails the gate and is burnt, whatever the answer was.
     await gate_failed(modern, withdraw, args_b, meta, request_state=state_b)  # no answer at all
     await gate_failed(modern, withdraw, args_b, meta, request_state=state_b, input_responses=APPROVE)
     state_b = (await modern.input_required(withdraw, args_b, meta)).request_state
-    await gate_failed(modern, withdraw, args_b, meta, request_state=state_b, input_responses={"other/key": APPROVE[CONFIRMATION_INPUT_KEY]})
+    await gate_failed(
+        modern,
+        withdraw,
+        args_b,
+        meta,
+        request_state=state_b,
+        input_responses={"other/key": APPROVE[CONFIRMATION_INPUT_KEY]},
+    )
     await gate_failed(modern, withdraw, args_b, meta, request_state=state_b, input_responses=APPROVE)
     await still_pending(modern, b)
 
@@ -318,7 +346,9 @@ async def test_modern_a_state_for_another_tool_fails_the_gate(modern: McpClient)
     cid = (await modern.call("engram_memory_capture", capture_args(), **OPS)).value["candidate_id"]
     withdraw_state = (await modern.input_required("engram_memory_withdraw", withdraw_args(cid), ops)).request_state
     admission = admission_args(cid)
-    await gate_failed(modern, "engram_memory_request_admission", admission, ops, request_state=withdraw_state, input_responses=APPROVE)
+    await gate_failed(
+        modern, "engram_memory_request_admission", admission, ops, request_state=withdraw_state, input_responses=APPROVE
+    )
     outcome = (await modern.call("engram_memory_request_admission", admission, **OPS)).value
     assert outcome["outcome"]["status"] == "accepted", "the candidate was still pending"
 
@@ -331,7 +361,9 @@ async def test_modern_an_expired_state_fails_the_gate(tmp_path_factory: pytest.T
         meta = client.host.meta()
         state = (await client.input_required("engram_memory_withdraw", arguments, meta)).request_state
         await anyio.sleep(SHORT_TTL + 0.2)  # the TTL is wall-clock time; nothing to poll
-        await gate_failed(client, "engram_memory_withdraw", arguments, meta, request_state=state, input_responses=APPROVE)
+        await gate_failed(
+            client, "engram_memory_withdraw", arguments, meta, request_state=state, input_responses=APPROVE
+        )
         await still_pending(client, cid)
 
 

@@ -60,18 +60,24 @@ def test_a_missing_or_wrong_bearer_is_401(server: HttpServer, method: str, autho
     headers = dict(ACCEPT)
     if authorization is not None:
         headers["Authorization"] = authorization
-    response = httpx2.request(method, server.url, headers=headers, json=INITIALIZE if method == "POST" else None, timeout=10)
+    response = httpx2.request(
+        method, server.url, headers=headers, json=INITIALIZE if method == "POST" else None, timeout=10
+    )
     assert_unauthorized(response)
 
 
 def test_a_near_miss_bearer_is_401(server: HttpServer) -> None:
     for token in (server.bearer[:-1], server.bearer + "x", server.bearer.upper(), f" {server.bearer}"):
-        response = httpx2.post(server.url, headers={**ACCEPT, "Authorization": f"Bearer {token}"}, json=INITIALIZE, timeout=10)
+        response = httpx2.post(
+            server.url, headers={**ACCEPT, "Authorization": f"Bearer {token}"}, json=INITIALIZE, timeout=10
+        )
         assert_unauthorized(response)
 
 
 def test_the_right_bearer_reaches_mcp(server: HttpServer) -> None:
-    response = httpx2.post(server.url, headers={**ACCEPT, "Authorization": f"Bearer {server.bearer}"}, json=INITIALIZE, timeout=10)
+    response = httpx2.post(
+        server.url, headers={**ACCEPT, "Authorization": f"Bearer {server.bearer}"}, json=INITIALIZE, timeout=10
+    )
     assert response.status_code == 200
     assert "jsonrpc" in response.text
 

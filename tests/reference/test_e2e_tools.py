@@ -185,7 +185,9 @@ HOST_CONTEXT = [
 
 
 @pytest.mark.parametrize(("tool", "path", "name", "value"), HOST_CONTEXT)
-async def test_host_context_in_arguments_is_invalid_schema(client: McpClient, tool: str, path: list[str], name: str, value: Any) -> None:
+async def test_host_context_in_arguments_is_invalid_schema(
+    client: McpClient, tool: str, path: list[str], name: str, value: Any
+) -> None:
     arguments = {
         "engram_memory_search": search_args("anything"),
         "engram_memory_get": get_args("mem_aaaa"),
@@ -210,7 +212,11 @@ async def test_envelopes_success_and_failure(client: McpClient) -> None:
     again = await client.call("engram_memory_get", get_args("mem_aaaa"))
     assert ok.ok and ok.raw.is_error is False
     assert not bad.ok and bad.raw.is_error is True
-    assert bad.env["error"] == {"code": "NOT_FOUND", "message": CONTRACT.errors["NOT_FOUND"].message, "retriable": False}
+    assert bad.env["error"] == {
+        "code": "NOT_FOUND",
+        "message": CONTRACT.errors["NOT_FOUND"].message,
+        "retriable": False,
+    }
     assert len({ok.env["auditId"], bad.env["auditId"], again.env["auditId"]}) == 3
     # The message is the table's constant: no argument, id or path is echoed.
     assert "mem_aaaa" not in bad.raw.content[0].text
@@ -268,7 +274,9 @@ async def test_same_key_on_another_tool_is_digest_conflict(client: McpClient) ->
     assert outcome["status"] == "accepted"
     # And the capture key, reused for a forget of a record, conflicts too.
     _, rid = await admitted(client)
-    assert (await client.call("engram_memory_forget", forget_args(rid, key=arguments["idempotency_key"]))).code == "DIGEST_CONFLICT"
+    assert (
+        await client.call("engram_memory_forget", forget_args(rid, key=arguments["idempotency_key"]))
+    ).code == "DIGEST_CONFLICT"
     assert (await client.call("engram_memory_get", get_args(rid))).ok
 
 
@@ -282,7 +290,9 @@ async def test_keys_are_scoped_to_the_principal(client: McpClient) -> None:
     assert limited["candidate_id"] == capture_candidate_id(client.host.binding(principal="agent-limited"), key)
     # Each principal replays its own; neither conflicts with the other.
     other = capture_args(key=key, text="Something else entirely.")
-    assert (await client.call("engram_memory_capture", arguments, principal="agent-limited")).value["status"] == "duplicate_exact"
+    assert (await client.call("engram_memory_capture", arguments, principal="agent-limited")).value[
+        "status"
+    ] == "duplicate_exact"
     assert (await client.call("engram_memory_capture", other, principal="agent-limited")).code == "DIGEST_CONFLICT"
 
 
@@ -295,8 +305,12 @@ def later(**delta: float) -> str:
 
 async def test_retain_needs_the_hosts_permission(client: McpClient) -> None:
     retain = {"derivative_rule": "retain"}
-    assert (await client.call("engram_memory_capture", capture_args(retention=retain), workspace="ops")).code == "UNAUTHORIZED"
-    assert (await client.call("engram_memory_capture", capture_args(retention=retain))).value["status"] == "committed_pending"
+    assert (
+        await client.call("engram_memory_capture", capture_args(retention=retain), workspace="ops")
+    ).code == "UNAUTHORIZED"
+    assert (await client.call("engram_memory_capture", capture_args(retention=retain))).value[
+        "status"
+    ] == "committed_pending"
 
 
 async def test_retention_without_a_rule_is_make_ineligible(client: McpClient) -> None:
@@ -320,10 +334,14 @@ async def test_expiry_in_the_past_is_invalid_schema(client: McpClient) -> None:
 
 async def test_an_unconsented_family_is_unauthorized(client: McpClient) -> None:
     assert (await client.call("engram_memory_capture", capture_args(families=["family:gamma"]))).code == "UNAUTHORIZED"
-    assert (await client.call("engram_memory_capture", capture_args(families=["family:alpha", "family:gamma"]))).code == "UNAUTHORIZED"
+    assert (
+        await client.call("engram_memory_capture", capture_args(families=["family:alpha", "family:gamma"]))
+    ).code == "UNAUTHORIZED"
     assert (await client.call("engram_memory_capture", capture_args(families=["family:alpha", "family:beta"]))).ok
     # acme/ops consents to no family at all.
-    assert (await client.call("engram_memory_capture", capture_args(families=["family:alpha"]), workspace="ops")).code == "UNAUTHORIZED"
+    assert (
+        await client.call("engram_memory_capture", capture_args(families=["family:alpha"]), workspace="ops")
+    ).code == "UNAUTHORIZED"
 
 
 # -- admission -------------------------------------------------------------------------
@@ -423,7 +441,11 @@ async def test_forget_removes_the_record_everywhere(client: McpClient) -> None:
     arguments = forget_args(rid)
     result = (await client.call("engram_memory_forget", arguments)).value
     receipt = result["receipt"]
-    assert (receipt["operation"], receipt["from_state"], receipt["to_state"]) == ("tombstone", "accepted_current", "tombstoned")
+    assert (receipt["operation"], receipt["from_state"], receipt["to_state"]) == (
+        "tombstone",
+        "accepted_current",
+        "tombstoned",
+    )
     assert result["replayed"] is False
     assert await found_ids(client, word) == []
     assert (await client.call("engram_memory_get", get_args(rid))).code == "NOT_FOUND"
@@ -441,7 +463,9 @@ async def test_not_found_cannot_tell_why(client: McpClient) -> None:
     withdrawn = await captured(client)
     await client.call("engram_memory_withdraw", withdraw_args(withdrawn["candidate_id"]))
     rejected = await captured(client, fake("token", "=", "ghp_", "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"))
-    assert (await client.call("engram_memory_request_admission", admission_args(rejected["candidate_id"]))).value["outcome"]["status"] == "rejected"
+    assert (await client.call("engram_memory_request_admission", admission_args(rejected["candidate_id"]))).value[
+        "outcome"
+    ]["status"] == "rejected"
     forgotten_cid, forgotten_rid = await admitted(client)
     await client.call("engram_memory_forget", forget_args(forgotten_rid))
     unknown_cid = "candidate_" + "0" * 64
@@ -639,7 +663,9 @@ async def test_digests_recompute(client: McpClient) -> None:
     got = (await client.call("engram_memory_get", get_args(rid))).value
     assert got["packet_digest"] == profile_digest("get-packet", {k: v for k, v in got.items() if k != "packet_digest"})
     receipt = got["read_receipt"]
-    assert receipt["receipt_digest"] == profile_digest("read-receipt", {k: v for k, v in receipt.items() if k != "receipt_digest"})
+    assert receipt["receipt_digest"] == profile_digest(
+        "read-receipt", {k: v for k, v in receipt.items() if k != "receipt_digest"}
+    )
     assert receipt["record_digest"] == capture["record_digest"]
 
     # The record is redacted of its scope only; put the bound scope back and both upstream digests hold.

@@ -31,8 +31,12 @@ pytestmark = pytest.mark.anyio
 HEADER_TIMEOUT = 1.0
 BODY_TIMEOUT = 1.0
 WAIT_FOR_CLOSE = 20.0  # how long a test waits to see a connection closed before calling it held open
-INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-              "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "edge", "version": "1"}}}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "edge", "version": "1"}},
+}
 
 
 @pytest.fixture(scope="module")
@@ -195,7 +199,11 @@ def test_a_body_over_the_cap_is_refused(server: HttpServer) -> None:
     response = httpx2.post(server.url, headers=headers(server), timeout=30,
                            content=b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"' + pad + b'"}}')
     assert response.status_code == 413
-    assert response.json() == {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": "Message too large"}}
+    assert response.json() == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": INVALID_REQUEST, "message": "Message too large"},
+    }
     assert_served(server)
 
 

@@ -1,4 +1,5 @@
-"""The stdio edge: any line gets the JSON-RPC answer it is owed, or none when JSON-RPC says so, and never ends the server.
+"""The stdio edge: any line gets the JSON-RPC answer it is owed, or none when JSON-RPC says so, and never ends the
+server.
 
 Every test drives a real ``engram-reference serve`` subprocess with raw bytes,
 sends the bad input, then a bound ``tools/call`` in the same process, and sees
@@ -186,7 +187,9 @@ def test_deep_nesting_inside_tool_arguments_is_answered(wire: Wire, edge_dir: Re
 # -- ids: every request is answered, notifications never ------------------------------------
 
 
-@pytest.mark.parametrize("raw_id", [b"null", b"{}", b'{"a":1}', b"[1]", b"1.5", b"1.0", b"1e400", b"-0.0", b"true", b"false"])
+@pytest.mark.parametrize(
+    "raw_id", [b"null", b"{}", b'{"a":1}', b"[1]", b"1.5", b"1.0", b"1e400", b"-0.0", b"true", b"false"]
+)
 def test_a_request_with_an_invalid_id_gets_invalid_request_with_a_null_id(wire: Wire, raw_id: bytes) -> None:
     """MCP ids are strings or integers; JSON-RPC answers an unusable id with -32600 and id null."""
     wire.line(b'{"jsonrpc":"2.0","id":' + raw_id + b',"method":"ping"}')
@@ -217,8 +220,19 @@ def test_a_malformed_envelope_with_a_readable_id_gets_invalid_request_with_that_
     wire.assert_alive()
 
 
-@pytest.mark.parametrize("line", [b"[]", b'[{"jsonrpc":"2.0","id":1,"method":"ping"}]', b"42", b'"text"', b"null", b"{}",
-                                  b'{"jsonrpc":"2.0","method":12}', b'{"jsonrpc":"1.0","method":"ping"}'])
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"[]",
+        b'[{"jsonrpc":"2.0","id":1,"method":"ping"}]',
+        b"42",
+        b'"text"',
+        b"null",
+        b"{}",
+        b'{"jsonrpc":"2.0","method":12}',
+        b'{"jsonrpc":"1.0","method":"ping"}',
+    ],
+)
 def test_json_that_is_no_request_gets_invalid_request_with_a_null_id(wire: Wire, line: bytes) -> None:
     """A batch (MCP has none), a scalar, or an object that is neither request nor notification."""
     wire.line(line)
@@ -269,8 +283,18 @@ def test_notifications_responses_and_blank_lines_get_no_answer(wire: Wire, line:
 
 def test_many_bad_lines_in_one_write_are_each_answered(wire: Wire) -> None:
     """Refusals and the session's replies travel separately, so only the set of answers is fixed, not their order."""
-    burst = b"\n".join([b"[" * 3000, b'{"jsonrpc":"2.0","id":null,"method":"ping"}', b'{"jsonrpc":"2.0","id":3,"method":"ping"}',
-                        b'{"jsonrpc":"2.0","id":4,"method":"ping","params":[]}', b"}"]) + b"\n"
+    burst = (
+        b"\n".join(
+            [
+                b"[" * 3000,
+                b'{"jsonrpc":"2.0","id":null,"method":"ping"}',
+                b'{"jsonrpc":"2.0","id":3,"method":"ping"}',
+                b'{"jsonrpc":"2.0","id":4,"method":"ping","params":[]}',
+                b"}",
+            ]
+        )
+        + b"\n"
+    )
     wire.write(burst)
     replies = [wire.next_message() for _ in range(5)]
     summary = sorted(json.dumps([r["id"], r.get("error", {}).get("code")]) for r in replies)

@@ -129,7 +129,9 @@ def snapshot_reader(store: Path) -> Iterator[SnapshotReader]:
 
 def sealed(store: Path, cid: str) -> dict[str, bytes]:
     with closing(sqlite3.connect(f"file:{store}?mode=ro", uri=True)) as db:
-        key, body = db.execute("SELECT wrapped_key, ciphertext FROM candidates WHERE candidate_id = ?", (cid,)).fetchone()
+        key, body = db.execute(
+            "SELECT wrapped_key, ciphertext FROM candidates WHERE candidate_id = ?", (cid,)
+        ).fetchone()
     assert key and body
     return {"wrapped key": bytes(key), "ciphertext": bytes(body[13:45])}  # a stretch of the GCM output itself
 
@@ -174,7 +176,9 @@ async def concurrently(client: McpClient, *calls: tuple[str, dict[str, Any]]) ->
 # -- end to end, over stdio -----------------------------------------------------------------
 
 
-async def test_withdraw_beside_a_reader_is_pending_until_no_file_holds_the_key(tmp_path_factory: pytest.TempPathFactory) -> None:
+async def test_withdraw_beside_a_reader_is_pending_until_no_file_holds_the_key(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
     ref = init_reference_dir(tmp_path_factory.mktemp("erase-withdraw"))
     directory = ref.store.parent
     async with stdio_client_for(ref, "legacy") as client:
@@ -184,7 +188,9 @@ async def test_withdraw_beside_a_reader_is_pending_until_no_file_holds_the_key(t
         assert holders(directory, needles), "the sealed candidate is on disk before the withdraw"
         arguments = withdraw_args(cid)
         with snapshot_reader(ref.store):
-            withdraw, get = await concurrently(client, ("engram_memory_withdraw", arguments), ("engram_memory_get", get_args(rid)))
+            withdraw, get = await concurrently(
+                client, ("engram_memory_withdraw", arguments), ("engram_memory_get", get_args(rid))
+            )
             # Both answered while the reader still holds its snapshot: no call waits on it.
             assert get.value["record"]["record_id"] == rid
             value = withdraw.value
@@ -203,7 +209,9 @@ async def test_withdraw_beside_a_reader_is_pending_until_no_file_holds_the_key(t
         assert (await client.call("engram_memory_withdraw", dict(arguments))).value == {**value, "replayed": True}
 
 
-async def test_forget_beside_a_reader_is_pending_until_no_file_holds_the_text(tmp_path_factory: pytest.TempPathFactory) -> None:
+async def test_forget_beside_a_reader_is_pending_until_no_file_holds_the_text(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
     ref = init_reference_dir(tmp_path_factory.mktemp("erase-forget"))
     directory = ref.store.parent
     word = marker()
@@ -213,19 +221,27 @@ async def test_forget_beside_a_reader_is_pending_until_no_file_holds_the_text(tm
         needles = {"text": tail(word)}
         assert holders(directory, needles)
         with snapshot_reader(ref.store):
-            forget, get = await concurrently(client, ("engram_memory_forget", forget_args(rid)), ("engram_memory_get", get_args(other)))
+            forget, get = await concurrently(
+                client, ("engram_memory_forget", forget_args(rid)), ("engram_memory_get", get_args(other))
+            )
             assert get.ok
             value = forget.value
             left = holders(directory, needles)
-            assert value["projection_invalidation"] == "pending" or not left, f"'complete' while {left} still hold the text"
+            assert value["projection_invalidation"] == "pending" or not left, (
+                f"'complete' while {left} still hold the text"
+            )
             assert value["projection_invalidation"] == "pending"
-            assert (await client.call("engram_memory_get", get_args(rid))).code == "NOT_FOUND"  # gone at once (EMC-FGT-002)
+            assert (
+                await client.call("engram_memory_get", get_args(rid))
+            ).code == "NOT_FOUND"  # gone at once (EMC-FGT-002)
             assert f"record content of {rid}" in verify(ref).stdout
         assert await until_clean(directory, needles) == {}
         assert await until_settled(ref.store) == ("record_content", rid, "complete")
 
 
-async def test_without_a_reader_the_erasure_is_complete_and_the_files_are_clean(tmp_path_factory: pytest.TempPathFactory) -> None:
+async def test_without_a_reader_the_erasure_is_complete_and_the_files_are_clean(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
     ref = init_reference_dir(tmp_path_factory.mktemp("erase-clean"))
     directory = ref.store.parent
     word = marker()
@@ -250,7 +266,9 @@ async def test_a_restart_resumes_a_pending_erasure(tmp_path_factory: pytest.Temp
             cid = (await captured(client))["candidate_id"]
             needles = sealed(ref.store, cid)
             reader.start()
-            assert (await client.call("engram_memory_withdraw", withdraw_args(cid))).value["key_destruction"] == "pending"
+            assert (await client.call("engram_memory_withdraw", withdraw_args(cid))).value[
+                "key_destruction"
+            ] == "pending"
         # The first server is gone with the erasure still pending; a new one starts while the reader holds on.
         assert ledger(ref.store)[-1] == ("candidate_key", cid, "pending")
         async with stdio_client_for(ref, "legacy") as client:
@@ -357,7 +375,10 @@ def test_erased_content_keeps_no_plain_payload_digest(engine: Engine) -> None:
     assert store.erasures.outstanding() == []
     # The keyed tombstone still catches the same content captured again.
     again = call(engine, "engram_memory_capture", capture_args(text))["candidate_id"]
-    assert call(engine, "engram_memory_request_admission", admission_args(again))["outcome"]["status"] == "pending_adjudication"
+    assert (
+        call(engine, "engram_memory_request_admission", admission_args(again))["outcome"]["status"]
+        == "pending_adjudication"
+    )
     call(engine, "engram_memory_withdraw", withdraw_args(again))
     assert store.erasures.outstanding() == []
     leaks = holders(store.path.parent, {"plain digest": plain.encode(), "hex": plain.split(":")[1].encode()})
@@ -376,7 +397,11 @@ def test_a_store_with_plain_digests_is_rekeyed_on_open(tmp_path: Path) -> None:
         db.execute("INSERT INTO tombstones VALUES ('tenant-a', 'workspace-1', ?)", ("sha256:" + "d" * 64,))
     Engine(store, AesGcmCipher(os.urandom(32)), lambda scope: policy(AcceptAll()), cursor_key)
     with store.read() as db:
-        stored = [row[0] for table in ("candidates", "tombstones") for row in db.execute(f"SELECT payload_digest FROM {table}")]
+        stored = [
+            row[0]
+            for table in ("candidates", "tombstones")
+            for row in db.execute(f"SELECT payload_digest FROM {table}")
+        ]
     store.close()
     assert len(stored) == 2 and all(d.startswith(KEYED_DIGEST_PREFIX) for d in stored), stored
 
@@ -415,6 +440,8 @@ def test_a_rejected_candidate_is_erased_like_a_withdrawn_one(tmp_path: Path) -> 
         assert call(engine, "engram_memory_request_admission", admission_args(cid))["outcome"]["status"] == "rejected"
         assert [(o.subject, o.subject_id) for o in store.erasures.outstanding()] == [("candidate_key", cid)]
         assert len(store.erasures.settle()) == 1
-        assert holders(store.path.parent, needles) == {}  # while open: closing the last connection would clean up anyway
+        assert (
+            holders(store.path.parent, needles) == {}
+        )  # while open: closing the last connection would clean up anyway
     finally:
         store.close()

@@ -12,6 +12,7 @@ import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -71,13 +72,17 @@ def test_the_store_directory_and_every_store_file_are_created_private(open_ref: 
 
 
 def test_verify_warns_when_a_mode_is_loosened(open_ref: ReferenceDir) -> None:
-    clean = subprocess.run([*ENGRAM, "verify", "--config", str(open_ref.config)], capture_output=True, text=True, timeout=60)
+    clean = subprocess.run(
+        [*ENGRAM, "verify", "--config", str(open_ref.config)], capture_output=True, text=True, timeout=60
+    )
     assert clean.returncode == 0 and "WARN" not in clean.stdout, clean.stdout
     open_ref.store.chmod(0o644)
     open_ref.store.parent.chmod(0o755)
     (open_ref.path / "keys" / "kek.bin").chmod(0o640)
     try:
-        loose = subprocess.run([*ENGRAM, "verify", "--config", str(open_ref.config)], capture_output=True, text=True, timeout=60)
+        loose = subprocess.run(
+            [*ENGRAM, "verify", "--config", str(open_ref.config)], capture_output=True, text=True, timeout=60
+        )
     finally:
         open_ref.store.chmod(0o600)
         open_ref.store.parent.chmod(0o700)
@@ -100,7 +105,7 @@ def test_commits_are_synced_in_full_by_default(tmp_path: Path) -> None:
         store.close()
 
 
-def test_the_sync_level_is_configurable_and_checked(make_reference_dir) -> None:  # type: ignore[no-untyped-def]
+def test_the_sync_level_is_configurable_and_checked(make_reference_dir: Any) -> None:
     ref = make_reference_dir()
     assert load_config(ref.config).synchronous == "full"  # as init writes it
     ref.edit(lambda data: data["server"].update(synchronous="normal"))

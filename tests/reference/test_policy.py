@@ -42,7 +42,9 @@ def b64url(data: str) -> str:
 ALNUM36 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 AKIA = fake("AK", "IA", "ABCDEFGHIJKLMNOP")
 BEGIN = fake("-----", "BEGIN ")
-JWT = ".".join((b64url('{"alg":"HS256","typ":"JWT"}'), b64url('{"sub":"fake-user"}'), b64url("fake-signature-not-real")))
+JWT = ".".join(
+    (b64url('{"alg":"HS256","typ":"JWT"}'), b64url('{"sub":"fake-user"}'), b64url("fake-signature-not-real"))
+)
 
 
 def capture(text: str = "We chose SQLite for the embedded store.") -> CandidateView:
@@ -65,7 +67,12 @@ def capture(text: str = "We chose SQLite for the embedded store.") -> CandidateV
         ],
         "reconciliation": {"family_refs": ["family:storage"]},
     }
-    evidence = {"evidence_ref": "evidence:review-1", "evidence_digest": digest, "citation_ids": ["k1"], "attestation": "reviewed"}
+    evidence = {
+        "evidence_ref": "evidence:review-1",
+        "evidence_digest": digest,
+        "citation_ids": ["k1"],
+        "attestation": "reviewed",
+    }
     return CandidateView(payload=payload, evidence=evidence)
 
 
@@ -85,7 +92,10 @@ POSITIVE: list[tuple[str, str]] = [
     ("github_token", fake("gh", "u_", ALNUM36)),
     ("github_token", fake("gh", "s_", ALNUM36)),
     ("github_token", fake("gh", "r_", ALNUM36)),
-    ("github_token", fake("github", "_pat_", "11ABCDEFG0123456789_", "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVW")),
+    (
+        "github_token",
+        fake("github", "_pat_", "11ABCDEFG0123456789_", "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVW"),
+    ),
     ("slack_token", fake("xo", "xb-", "123456789012-1234567890123-", "ABCDEFGHIJKLMNOPQRSTUVWX")),
     ("slack_token", fake("xo", "xp-", "123456789012-1234567890123-1234567890123-abcdef")),
     ("slack_token", fake("xo", "xa-", "2-123456789012-abcdefabcdef")),
@@ -93,14 +103,20 @@ POSITIVE: list[tuple[str, str]] = [
     ("stripe_secret_key", fake("sk", "_live_", "0123456789abcdefABCDEFGH")),
     ("stripe_secret_key", fake("restricted: rk", "_live_", "0123456789abcdefABCDEFGH")),
     ("google_api_key", fake("AI", "za", "SyFAKE0123456789-FAKE0123456789_abc")),
-    ("google_api_key", fake("https://maps.example.com/geocode?key=AI", "za", "SyFAKE0123456789-FAKE0123456789_abc&q=x")),
+    (
+        "google_api_key",
+        fake("https://maps.example.com/geocode?key=AI", "za", "SyFAKE0123456789-FAKE0123456789_abc&q=x"),
+    ),
     ("openai_style_key", fake("s", "k-", ALNUM36, "abcdefghijkl")),
     ("openai_style_key", fake("OPENAI key s", "k-proj-", "fAkE0123456789fAkE0123456789")),
     ("openai_style_key", fake("s", "k-ant-api03-", "fAkE0123456789fAkE0123456789-AA")),
     ("jwt", JWT),
     ("jwt", f'{{"id_token": "{JWT}"}}'),
     ("authorization_header", "Authorization: Bearer abcdef0123456789ABCDEF"),
-    ("authorization_header", fake("curl -H 'Authorization: Basic ", b64url("user:password"), "' https://api.example.com")),
+    (
+        "authorization_header",
+        fake("curl -H 'Authorization: Basic ", b64url("user:password"), "' https://api.example.com"),
+    ),
     ("authorization_header", "authorization: token 0123456789abcdef0123456789abcdef01234567"),
     ("authorization_header", '{"Authorization": "Bearer abc123def456ghi789"}'),
     ("bearer_token", "Call it with Bearer 0123456789abcdefABCDEF0123 in the header."),
@@ -134,7 +150,7 @@ POSITIVE: list[tuple[str, str]] = [
     ("env_secret", "SMTP_PASS=mailpass2024"),
     ("env_secret", "SECRET_KEY_BASE=0123456789abcdef0123456789abcdef"),
     ("env_secret", "AWS_SECRET_ACCESS_KEY=fAkEfAkEfAkE0123456789/fAkEfAkEfAkE+0123"),
-    ("env_secret", "GOOGLE_APPLICATION_CREDENTIALS='{\"type\": \"service_account\"}'"),
+    ("env_secret", 'GOOGLE_APPLICATION_CREDENTIALS=\'{"type": "service_account"}\''),
     ("env_secret", "# app\nNODE_ENV=production\n  JWT_SECRET=rotate-me-in-prod-7\n"),
     ("session_cookie", "Cookie: theme=dark; sessionid=0a1b2c3d4e5f6a7b8c9d"),
     ("session_cookie", "Set-Cookie: PHPSESSID=fake0123456789abcdef; path=/; HttpOnly"),
@@ -281,7 +297,10 @@ def test_every_string_in_the_capture_is_scanned(path: tuple[str | int, ...]) -> 
 def test_a_secret_named_only_by_its_key_is_found() -> None:
     base = capture()
     evidence = {**base.evidence, "sentropic.engram.memory/host-binding": "hb_0123456789abcdef", "password": "hunter2"}
-    assert SCAN.findings(CandidateView(payload=base.payload, evidence=evidence)) == ["password_assignment", "host_binding"]
+    assert SCAN.findings(CandidateView(payload=base.payload, evidence=evidence)) == [
+        "password_assignment",
+        "host_binding",
+    ]
 
 
 def test_a_real_value_after_a_placeholder_is_still_found() -> None:
@@ -359,4 +378,4 @@ def test_unknown_policy_names_raise_key_error(name: str) -> None:
 
 def test_registry_is_read_only() -> None:
     with pytest.raises(TypeError):
-        POLICIES["open"] = AcceptAll  # type: ignore[index]
+        POLICIES["open"] = AcceptAll

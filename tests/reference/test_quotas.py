@@ -175,7 +175,9 @@ def test_the_call_window_counts_per_principal_and_per_tenant() -> None:
 
 
 def test_an_expired_pending_candidate_is_shredded_like_a_withdraw(make: Any) -> None:
-    engines = make(limits(principal=Quota(pending_candidates=1, bytes=0, calls_per_window=0), pending_candidate_seconds=60))
+    engines = make(
+        limits(principal=Quota(pending_candidates=1, bytes=0, calls_per_window=0), pending_candidate_seconds=60)
+    )
     old = engines.capture(now=NOW).value["candidate_id"]
     assert engines.capture(now=NOW + timedelta(seconds=30)).code == "RATE_LIMITED"
     later = NOW + timedelta(seconds=61)
@@ -189,7 +191,10 @@ def test_an_expired_pending_candidate_is_shredded_like_a_withdraw(make: Any) -> 
     events = [json.loads(r["event"]) for r in engines.store._db.execute("SELECT event FROM journal ORDER BY cursor")]
     expiry = [e for e in events if e.get("candidate_id") == old and e.get("to_state") == "withdrawn"]
     assert len(expiry) == 1 and expiry[0]["reason_ref"] == "reason:pending-expired"
-    for tool, arguments in (("engram_memory_request_admission", admission_args(old)), ("engram_memory_withdraw", withdraw_args(old))):
+    for tool, arguments in (
+        ("engram_memory_request_admission", admission_args(old)),
+        ("engram_memory_withdraw", withdraw_args(old)),
+    ):
         assert engines.call(tool, arguments, now=later).code == "NOT_FOUND"
     # The fresh candidate is within its lifetime and is admitted normally.
     assert engines.call("engram_memory_request_admission", admission_args(fresh.value["candidate_id"]), now=later).ok
@@ -198,7 +203,7 @@ def test_an_expired_pending_candidate_is_shredded_like_a_withdraw(make: Any) -> 
 def test_a_candidate_past_its_lifetime_is_never_admitted_even_before_the_sweep(make: Any) -> None:
     engines = make(limits(pending_candidate_seconds=60))
     cid = engines.capture(now=NOW).value["candidate_id"]
-    engines.engine.expire_pending = lambda now: 0  # type: ignore[method-assign]  # no sweep at all
+    engines.engine.expire_pending = lambda now: 0  # no sweep at all
     late = engines.call("engram_memory_request_admission", admission_args(cid), now=NOW + timedelta(seconds=61))
     assert late.code == "NOT_FOUND"
 
@@ -211,7 +216,9 @@ def test_consumed_states_are_purged_once_they_cannot_be_replayed(make: Any) -> N
     engine = engines.engine
     lifetime = timedelta(seconds=CONFIRMATION_TTL_MAX + BINDING_CLOCK_SKEW)
     assert engine.consume_state("nonce-old", NOW)
-    assert not engine.consume_state("nonce-old", NOW + lifetime - timedelta(seconds=1)), "single use within its lifetime"
+    assert not engine.consume_state("nonce-old", NOW + lifetime - timedelta(seconds=1)), (
+        "single use within its lifetime"
+    )
     assert engine.consume_state("nonce-new", NOW + lifetime + timedelta(seconds=1))
     kept = {row[0] for row in engines.store._db.execute("SELECT nonce FROM consumed_states")}
     assert kept == {"nonce-new"}
@@ -253,9 +260,13 @@ def test_a_moved_checkpoint_is_caught_by_the_main_chain(tmp_path: Path) -> None:
             journal.append(f"audit_{i:032x}", caller(), "engram_memory_get", "NOT_FOUND")
         assert journal.verify() == []
         with store.write() as db:
-            first = db.execute("SELECT seq, entry_hash FROM audit WHERE chain = 'refused' ORDER BY seq LIMIT 1").fetchone()
+            first = db.execute(
+                "SELECT seq, entry_hash FROM audit WHERE chain = 'refused' ORDER BY seq LIMIT 1"
+            ).fetchone()
             db.execute("DELETE FROM audit WHERE seq = ?", (first["seq"],))
-            db.execute("UPDATE audit_checkpoints SET through_seq = ?, entry_hash = ?", (first["seq"], first["entry_hash"]))
+            db.execute(
+                "UPDATE audit_checkpoints SET through_seq = ?, entry_hash = ?", (first["seq"], first["entry_hash"])
+            )
         assert journal.verify() != [], "a checkpoint the main chain does not vouch for"
     finally:
         store.close()
@@ -312,7 +323,7 @@ async def test_captures_over_the_pending_quota_are_rate_limited_over_stdio(tmp_p
         sizes.append(db_bytes(ref))
         for i in range(48):
             result = await client.call("engram_memory_capture", capture_args(f"Bulk {i} {big}", context=big))
-            answers.append("ok" if result.ok else result.code)
+            answers.append("ok" if result.ok else str(result.code))
             if not result.ok:
                 assert result.env["error"]["retriable"] is True
             sizes.append(db_bytes(ref))
@@ -332,13 +343,17 @@ async def test_captures_over_the_pending_quota_are_rate_limited_over_stdio(tmp_p
 @pytest.mark.anyio
 async def test_calls_over_the_window_are_rate_limited_and_verify_passes(tmp_path: Path) -> None:
     ref = init_reference_dir(tmp_path / "engram")
-    configure(ref, quotas__principal__calls_per_window="5", quotas__window_seconds="3600", expiry__refused_audit_rows="4")
+    configure(
+        ref, quotas__principal__calls_per_window="5", quotas__window_seconds="3600", expiry__refused_audit_rows="4"
+    )
     async with stdio_client_for(ref, "legacy") as client:
         codes = []
         for i in range(30):
             result = await client.call("engram_memory_capture", capture_args(f"Call {i}."))
             codes.append("ok" if result.ok else result.code)
-        other = await client.call("engram_memory_capture", capture_args("Another principal."), principal="agent-limited")
+        other = await client.call(
+            "engram_memory_capture", capture_args("Another principal."), principal="agent-limited"
+        )
     assert codes == ["ok"] * 5 + ["RATE_LIMITED"] * 25
     assert other.ok
     with sqlite3.connect(ref.store) as db:
@@ -358,7 +373,9 @@ async def test_an_idle_server_shreds_expired_candidates_by_itself(tmp_path: Path
         deadline = time.monotonic() + 20  # a generous bound on a one-second sweep, not a speed claim
         while True:
             with sqlite3.connect(ref.store) as db:
-                state, key = db.execute("SELECT state, wrapped_key FROM candidates WHERE candidate_id = ?", (cid,)).fetchone()
+                state, key = db.execute(
+                    "SELECT state, wrapped_key FROM candidates WHERE candidate_id = ?", (cid,)
+                ).fetchone()
             if state == "withdrawn":
                 break
             assert time.monotonic() < deadline, "no sweep shredded the expired candidate"
@@ -379,16 +396,23 @@ def test_an_older_store_gains_capture_times_sizes_and_chains(tmp_path: Path) -> 
             db.executescript(f"{script}\nPRAGMA user_version = {number};")
         event = {"operation": "capture", "recorded_at": "2026-01-15T12:00:00.250Z"}
         db.execute("INSERT INTO journal VALUES (1, 't', 'w', ?, 'h', 'p')", (json.dumps(event),))
-        db.execute("INSERT INTO candidates (candidate_id, tenant, workspace, principal, state, record_id, payload_digest, "
-                   "created_cursor, ciphertext, wrapped_key) VALUES ('c1', 't', 'w', 'p', 'pending', 'mem_a', 'd', 1, ?, ?)",
-                   (b"\x01" * 300, b"k" * 40))
+        db.execute(
+            "INSERT INTO candidates (candidate_id, tenant, workspace, principal, state, record_id, payload_digest, "
+            "created_cursor, ciphertext, wrapped_key) VALUES ('c1', 't', 'w', 'p', 'pending', 'mem_a', 'd', 1, ?, ?)",
+            (b"\x01" * 300, b"k" * 40),
+        )
         entry = {"audit_id": "audit_1", "outcome": "NOT_FOUND"}
-        db.execute("INSERT INTO audit (entry, entry_hash, previous_hash) VALUES (?, ?, ?)",
-                   (json.dumps(entry), profile_digest("audit-entry", {**entry, "previous_hash": ZERO_DIGEST}), ZERO_DIGEST))
+        db.execute(
+            "INSERT INTO audit (entry, entry_hash, previous_hash) VALUES (?, ?, ?)",
+            (json.dumps(entry), profile_digest("audit-entry", {**entry, "previous_hash": ZERO_DIGEST}), ZERO_DIGEST),
+        )
     store = Store(path)
     try:
         row = store._db.execute("SELECT created_ms, body_bytes FROM candidates WHERE candidate_id = 'c1'").fetchone()
-        assert (row["created_ms"], row["body_bytes"]) == (int(datetime(2026, 1, 15, 12, 0, 0, 250_000, tzinfo=UTC).timestamp() * 1000), 300)
+        assert (row["created_ms"], row["body_bytes"]) == (
+            int(datetime(2026, 1, 15, 12, 0, 0, 250_000, tzinfo=UTC).timestamp() * 1000),
+            300,
+        )
         journal = AuditJournal(store, refused_rows=1)
         assert journal.verify() == []  # the old mixed chain is the main chain
         for i in range(5):

@@ -83,7 +83,8 @@ def sized_capture(total: int, word: str) -> dict[str, Any]:
     arguments = capture_args(f"Sized record {word}.")
     components = arguments["payload"]["components"]
     while size(arguments) < total:
-        pad = {"component_id": f"c-pad-{len(components):02d}", "kind": "context", "text": "x", "citation_ids": ["cit-adr"]}
+        pad: dict[str, Any] = {"component_id": f"c-pad-{len(components):02d}", "kind": "context", "text": "x",
+                               "citation_ids": ["cit-adr"]}
         components.append(pad)
         missing = total - size(arguments)
         if missing < 0:  # the bare component overshot: shorten an earlier pad instead
@@ -131,7 +132,9 @@ def test_the_largest_admitted_record_is_served_by_get_and_search_at_the_largest_
 def pages(engines: Engines, word: str, **options: Any) -> Iterator[Outcome]:
     cursor = None
     while True:
-        outcome = engines.call("engram_memory_search", search_args(word, **options, **({"page_cursor": cursor} if cursor else {})))
+        outcome = engines.call(
+            "engram_memory_search", search_args(word, **options, **({"page_cursor": cursor} if cursor else {}))
+        )
         yield outcome
         if not outcome.ok:
             return
@@ -154,7 +157,9 @@ def test_a_record_over_the_default_budget_never_hides_the_other_matches(engines:
         assert size(outcome.value) <= BUDGET_DEFAULT
         seen += [e["record"]["record_id"] for e in outcome.value["records"]]
         ranks += [e["rank"] for e in outcome.value["records"]]
-    assert sorted(seen) == sorted(small), "every record that fits the budget is reachable, the oversized one is left out"
+    assert sorted(seen) == sorted(small), (
+        "every record that fits the budget is reachable, the oversized one is left out"
+    )
     assert len(set(ranks)) == 3 and set(ranks) <= {1, 2, 3, 4}  # the oversized record's rank is skipped
     # The oversized record is still read with a larger budget, by get and by search.
     assert engines.call("engram_memory_get", get_args(big["record_id"])).code == "PROJECTION_OVERSIZED"
@@ -177,4 +182,4 @@ def test_a_page_whose_tail_is_oversized_ends_without_a_dangling_cursor(engines: 
     engines.admission(sized_capture(8_000, word))
     outcomes = list(pages(engines, word, limit=1, max_packet_bytes=4096))
     assert all(o.ok for o in outcomes), [o.code for o in outcomes]
-    assert sum(len(o.value["records"]) for o in outcomes) == 1
+    assert sum(len((o.value or {})["records"]) for o in outcomes) == 1

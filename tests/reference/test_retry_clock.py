@@ -51,7 +51,9 @@ def reference(clock_dir: ReferenceDir, monkeypatch: pytest.MonkeyPatch) -> Itera
 
 
 def expiring_soon() -> dict[str, Any]:
-    return capture_args(retention={"derivative_rule": "make-ineligible", "expires_at": instant(START + timedelta(seconds=1))})
+    return capture_args(
+        retention={"derivative_rule": "make-ineligible", "expires_at": instant(START + timedelta(seconds=1))}
+    )
 
 
 @pytest.mark.anyio
@@ -59,15 +61,21 @@ def expiring_soon() -> dict[str, Any]:
 async def test_a_retry_after_expiry_is_replayed(reference: ReferenceServer, clock_dir: ReferenceDir, era: str) -> None:
     arguments = expiring_soon()
     meta = clock_dir.host.meta()
-    first = check_envelope("engram_memory_capture", await call_in_process(reference, era, "engram_memory_capture", arguments, meta))
+    first = check_envelope(
+        "engram_memory_capture", await call_in_process(reference, era, "engram_memory_capture", arguments, meta)
+    )
     assert first["output"]["value"]["status"] == "committed_pending"
     Clock.moment = START + timedelta(seconds=5)
-    retry = check_envelope("engram_memory_capture", await call_in_process(reference, era, "engram_memory_capture", arguments, meta))
+    retry = check_envelope(
+        "engram_memory_capture", await call_in_process(reference, era, "engram_memory_capture", arguments, meta)
+    )
     assert retry["ok"] is True, retry
     assert retry["output"]["value"]["status"] == "duplicate_exact"
     assert retry["output"]["value"]["candidate_id"] == first["output"]["value"]["candidate_id"]
     fresh = {**arguments, "idempotency_key": new_key("capture")}
-    refused = check_envelope("engram_memory_capture", await call_in_process(reference, era, "engram_memory_capture", fresh, meta))
+    refused = check_envelope(
+        "engram_memory_capture", await call_in_process(reference, era, "engram_memory_capture", fresh, meta)
+    )
     assert refused["error"]["code"] == "INVALID_SCHEMA"
 
 
@@ -79,6 +87,10 @@ def test_the_clock_rules_are_judged_apart() -> None:
     assert not oracle.verdict("engram_memory_capture", arguments, now=later).valid
     assert oracle.clock_verdict("engram_memory_capture", arguments, now=START).valid
     judged = oracle.clock_verdict("engram_memory_capture", arguments, now=later)
-    assert (judged.valid, judged.code, [v.rule for v in judged.violations]) == (False, "INVALID_SCHEMA", ["expires_after_capture"])
+    assert (judged.valid, judged.code, [v.rule for v in judged.violations]) == (
+        False,
+        "INVALID_SCHEMA",
+        ["expires_after_capture"],
+    )
     # Only the clock's rules: a schema violation is not this verdict's business.
     assert oracle.clock_verdict("engram_memory_capture", {**arguments, "extra": 1}, now=START).valid

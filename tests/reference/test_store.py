@@ -94,7 +94,10 @@ async def test_a_capture_survives_kill_9(tmp_path_factory: pytest.TempPathFactor
         assert (await client.call("engram_memory_capture", arguments)).value["status"] == "duplicate_exact"
         outcome = (await client.call("engram_memory_request_admission", admission_args(capture["candidate_id"]))).value
         assert outcome["outcome"]["status"] == "accepted"
-    assert subprocess.run([*ENGRAM, "verify", "--config", str(ref.config)], capture_output=True, timeout=60).returncode == 0
+    assert (
+        subprocess.run([*ENGRAM, "verify", "--config", str(ref.config)], capture_output=True, timeout=60).returncode
+        == 0
+    )
 
 
 # -- migrations --------------------------------------------------------------------------
@@ -189,7 +192,9 @@ def verify(ref: ReferenceDir) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*ENGRAM, "verify", "--config", str(ref.config)], capture_output=True, text=True, timeout=60)
 
 
-async def test_verify_passes_a_healthy_store_and_fails_a_tampered_journal(tmp_path_factory: pytest.TempPathFactory) -> None:
+async def test_verify_passes_a_healthy_store_and_fails_a_tampered_journal(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
     ref = init_reference_dir(tmp_path_factory.mktemp("verify"))
     async with stdio_client_for(ref, "legacy") as client:
         await admitted(client)
@@ -227,7 +232,9 @@ def audit_rows(ref: ReferenceDir) -> list[dict[str, Any]]:
         return [json.loads(row[0]) for row in db.execute("SELECT entry FROM audit ORDER BY seq")]
 
 
-async def test_the_audit_journal_has_one_entry_per_call_and_no_content(legacy: McpClient, reference_dir: ReferenceDir) -> None:
+async def test_the_audit_journal_has_one_entry_per_call_and_no_content(
+    legacy: McpClient, reference_dir: ReferenceDir
+) -> None:
     host = legacy.host
     word = marker()
     before = len(audit_rows(reference_dir))
