@@ -12,7 +12,7 @@ session ends. The judged exit code is ``Run.exit_code``, returned by
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -152,7 +152,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     wanted = config.getoption("--select")
     if wanted:
-        keep, drop = [], []
+        keep: list[pytest.Item] = []
+        drop: list[pytest.Item] = []
         for item in items:
             marked = _check_marker(item)
             names = [marked[0], *marked[1]] if marked else []
@@ -227,10 +228,16 @@ def case_id(item: pytest.Item, era: str | None) -> str | None:
     return "-".join(parts) or None
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    outcome = yield
-    report: pytest.TestReport = outcome.get_result()
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[
+        None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    _conclude(item, call, report)
+    return report
+
+
+def _conclude(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> None:
+    """Record what a check concluded as a Result, and make pytest's own outcome agree with it."""
     run, marked = run_of(item.config), _check_marker(item)
     if run is None or marked is None:
         return

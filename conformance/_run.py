@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from engram_mcp.conformance._checks import Status
-from engram_mcp.conformance._connect import Connection, Target
+from engram_mcp.conformance._connect import ERAS, Connection, Era, Target
 from engram_mcp.conformance._host import Confirmer, HostBinding
 from engram_mcp.conformance._profile import Profile
 from engram_mcp.conformance._raw import RawSession
@@ -65,6 +65,14 @@ def profile_digest(profile: Profile | None) -> str | None:
     if profile is None or profile.path is None:
         return None
     return file_digest(profile.path)
+
+
+def as_era(era: str) -> Era:
+    """A protocol era by name; checks receive theirs as a plain pytest parameter."""
+    for known in ERAS:
+        if known == era:
+            return known
+    raise ValueError(f"unknown protocol era {era!r}")
 
 
 def utc_now() -> datetime:
@@ -127,7 +135,7 @@ class Run:
     profile: Profile
     host: HostBinding
     confirmer: Confirmer
-    eras: tuple[str, ...]
+    eras: tuple[Era, ...]
     seed: int
     examples: int
     strict: bool
@@ -177,7 +185,7 @@ class Run:
 
     def open_extra(self, era: str, *, elicitation: bool) -> Connection:
         """Another session, e.g. one that declares no elicitation capability; closed with the run."""
-        conn = Connection(self.target, era, self.confirmer, elicitation=elicitation, timeout=self.timeout)
+        conn = Connection(self.target, as_era(era), self.confirmer, elicitation=elicitation, timeout=self.timeout)
         conn.open()
         self.extra.append(conn)
         return conn
@@ -186,7 +194,7 @@ class Run:
         """A raw JSON-RPC session in this era, for what no SDK session can carry (opened once)."""
         with self._raw_lock:
             if era not in self.raw_sessions:
-                session = RawSession(self.target, era, self.timeout)
+                session = RawSession(self.target, as_era(era), self.timeout)
                 session.open()
                 self.raw_sessions[era] = session
             return self.raw_sessions[era]
