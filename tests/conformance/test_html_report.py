@@ -27,7 +27,8 @@ from engram_mcp.reference._init import write_configuration
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", "--window-size=1280,1600")
+         "--disable-component-update", "--disable-sync", "--no-first-run", "--window-size=1280,1600",
+         "--disable-dev-shm-usage")  # a container's small /dev/shm must not crash the renderer
 CROSS_REFERENCES = ("EMC-CAP-002", "EMC-CAP-007", "EMC-CAP-008", "EMC-CAP-010", "EMC-CAP-011")
 FAILING_MESSAGE = "2 of 40 cross-references cases for engram_memory_capture were answered wrongly in the legacy era"
 
@@ -71,6 +72,18 @@ def test_the_page_is_self_contained(tmp_path: Path) -> None:
     # The SVG namespace is the one address the page names; nothing is fetched from it.
     assert re.findall(r"https?://[^\s'\"<]+", text) == ["http://www.w3.org/2000/svg"]
     assert "default-src 'none'" in text  # and the page's own policy forbids fetching anything
+
+
+def test_an_unreachable_run_says_so_in_the_banner(tmp_path: Path) -> None:
+    from engram_mcp.conformance._html import html_report
+    from engram_mcp.conformance._report import exit_code, requirement_verdicts
+
+    run = Run(target=parse_target("stdio:gone"), profile=None, host=None, confirmer=None,  # type: ignore[arg-type]
+              eras=("legacy",), seed=0, examples=1, strict=False, baseline=frozenset(), report_dir=None, timeout=1.0)
+    run.unreachable = "the target exited before answering initialize <exit 127>"
+    page = html_report(run, requirement_verdicts(run), exit_code(run))
+    assert "VERDICT: not judged (target unreachable or environment error)" in page
+    assert "the target exited before answering initialize &lt;exit 127&gt;" in page  # escaped, never markup
 
 
 def test_only_the_requirement_the_failing_case_breaks_is_blamed(tmp_path: Path) -> None:
