@@ -316,9 +316,11 @@ def _record_pins(results: list[Sent]) -> None:
                         f"{sent.case.tool} {sent.case.label!r}: expected {sent.code}, got {outcome}")
 
 
-def _record_broken(world: World, wrong: list[Sent]) -> None:
-    """The rules and tools of the wrongly answered cases: the report blames only the requirements they carry."""
-    if wrong and all(sent.case.rules for sent in wrong):
+def _record_broken(world: World, wrong: list[Sent], *, every_case_sent: bool) -> None:
+    """The rules and tools of the wrongly answered cases: the report blames only the requirements they carry.
+
+    Only when every case was sent: the others are then judged passed by these cases, which a cut run cannot say."""
+    if every_case_sent and wrong and all(sent.case.rules for sent in wrong):
         world.evidence.add(BROKEN_RULES, sorted({rule for sent in wrong for rule in sent.case.rules}))
         world.evidence.add(BROKEN_TOOLS, sorted({sent.case.tool for sent in wrong}))
 
@@ -403,7 +405,7 @@ def run_family(world: World, harness: Any, check_id: str, family: str, tool: str
     world.evidence.add("valid_sent", sum(1 for s in results if s.valid))
     world.evidence.add("outcomes", dict(collections.Counter(_outcome(s.reply) for s in results)))
     world.evidence.add("wrong", len(problems))
-    _record_broken(world, [sent for sent, _ in problems])
+    _record_broken(world, [sent for sent, _ in problems], every_case_sent=len(results) == len(sendable))
     if problems:
         first, why = problems[0]
         command = reproduce(harness, check_id, world.era)
