@@ -102,6 +102,27 @@ def test_only_the_requirement_the_failing_case_breaks_is_blamed(tmp_path: Path) 
     assert header["started_at"] == "2026-11-30T09:00:00Z" and header["finished_at"] == "2026-11-30T09:02:30Z"
 
 
+def test_the_markdown_reports_name_the_run_and_a_certificate_points_at_its_signature(tmp_path: Path) -> None:
+    from engram_mcp.conformance._certificate import ATTESTATION_FILE
+    from engram_mcp.conformance._checks import SOURCES_SCORED
+    from engram_mcp.contract import load
+
+    run, page = failing_run(tmp_path)
+    report = (page.parent / "report.md").read_text(encoding="utf-8")
+    for shown in ("Server identity: my-memory-server 2.1.0", f"`{run.profile_digest}`",
+                  "Date: 2026-11-30T09:00:00Z to 2026-11-30T09:02:30Z (UTC)"):
+        assert shown in report, shown
+    assert ATTESTATION_FILE not in report and not (page.parent / "certificate.md").exists()
+    run.results[:] = [Result(f"synthetic.{e['id'].lower()}", (e["id"],), None, Status.PASS, "n", 0.0)
+                      for e in load().requirements["requirements"]
+                      if e["level"] in ("MUST", "MUST NOT") and e["status"] == "established" and e["observable"]
+                      and e["source"] in SOURCES_SCORED["contract"]]
+    write_reports(run, page.parent)
+    certificate = (page.parent / "certificate.md").read_text(encoding="utf-8")
+    assert certificate.startswith("# Certificate of conformance") and "my-memory-server 2.1.0" in certificate
+    assert f"conformance verify-certificate {ATTESTATION_FILE} --key PUBLIC --report report.jsonl" in certificate
+
+
 def test_a_failure_without_rule_evidence_blames_every_requirement_of_its_check(tmp_path: Path) -> None:
     from engram_mcp.conformance._findings import blamed
 
