@@ -7,9 +7,10 @@ families are listed and run; ``families/__init__.py`` fixes it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol, cast
 
 from .case import Case
 
@@ -21,13 +22,23 @@ class Generator(Protocol):
 FAMILIES: dict[str, Generator] = {}
 
 
-def family(name: str) -> Callable[[Generator], Generator]:
-    """Register a generator under a family name (each name once)."""
+def family(name: str, *, tools: tuple[str, ...] | None = None) -> Callable[[Generator], Generator]:
+    """Register a generator under a family name (each name once). With ``tools``, the family
+    applies to those tools alone: any other tool gets no cases, and the generator never sees it."""
 
     def register(generator: Generator) -> Generator:
         if name in FAMILIES:
             raise ValueError(f"family {name} is registered twice")
-        FAMILIES[name] = generator
-        return generator
+        chosen = generator if tools is None else _only(generator, tools)
+        FAMILIES[name] = chosen
+        return chosen
 
     return register
+
+
+def _only(generator: Generator, tools: tuple[str, ...]) -> Generator:
+    @functools.wraps(generator)
+    def applicable(tool: str, **options: Any) -> list[Case]:
+        return generator(tool, **options) if tool in tools else []
+
+    return cast(Generator, applicable)

@@ -356,6 +356,23 @@ def test_a_family_name_cannot_be_registered_twice() -> None:
     assert before == fuzz.FAMILIES
 
 
+def test_a_family_for_some_tools_gives_the_others_nothing() -> None:
+    asked: list[str] = []
+
+    def probe(tool: str, *, purpose: str = fuzz.DEFAULT_PURPOSE, now: Any = None) -> list[fuzz.Case]:
+        asked.append(tool)
+        return [fuzz.judged("probe", tool, "the base", fuzz.base_arguments(tool, purpose), now=now)]
+
+    registered = registry.family("probe", tools=(fuzz.CAPTURE,))(probe)
+    try:
+        assert fuzz.FAMILIES["probe"] is registered
+        assert [registered(tool) for tool in TOOLS if tool != fuzz.CAPTURE] == [[]] * (len(TOOLS) - 1)
+        assert [case.tool for case in fuzz.cases("probe", fuzz.CAPTURE)] == [fuzz.CAPTURE]
+        assert asked == [fuzz.CAPTURE]
+    finally:
+        del fuzz.FAMILIES["probe"]
+
+
 def test_the_package_runs_as_the_inspection_command() -> None:
     """The suite draws its schema-driven cases through this very command, in a child process."""
     command = [sys.executable, "-m", "engram_mcp.conformance._fuzz", "--full", "--tool", fuzz.GET, "--family", "nfc"]

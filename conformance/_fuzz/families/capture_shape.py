@@ -14,11 +14,9 @@ from ..vocabulary import CAPTURE
 FAMILY = "capture-shape"
 
 
-@family(FAMILY)
+@family(FAMILY, tools=(CAPTURE,))
 def capture_shape_cases(tool: str, *, purpose: str = DEFAULT_PURPOSE, now: datetime | None = None) -> list[Case]:
     """Capture's arrays at their item bounds and one beyond, unknown kinds, repeated ids in id lists."""
-    if tool != CAPTURE:
-        return []
     base = base_arguments(tool, purpose)
     P = ("payload",)
     first = base["payload"]["components"][0]

@@ -14,10 +14,8 @@ from ..vocabulary import CAPTURE, DIGEST_B
 FAMILY = "cross-references"
 
 
-@family(FAMILY)
+@family(FAMILY, tools=(CAPTURE,))
 def cross_reference_cases(tool: str, *, purpose: str = DEFAULT_PURPOSE, now: datetime | None = None) -> list[Case]:
-    if tool != CAPTURE:
-        return []
     base = base_arguments(tool, purpose)
     P = ("payload",)
     second = {"citation_id": "citation:second", "source_ref": "source:second",

@@ -27,10 +27,8 @@ DIGEST_NEAR_MISSES = (
 )
 
 
-@family(FAMILY)
+@family(FAMILY, tools=(CAPTURE,))
 def digest_cases(tool: str, *, purpose: str = DEFAULT_PURPOSE, now: datetime | None = None) -> list[Case]:
-    if tool != CAPTURE:
-        return []
     base = base_arguments(tool, purpose)
     fields = (("content_digest", ("payload", "citations", 0, "content_digest")),
               ("evidence_digest", ("evidence", "evidence_digest")))

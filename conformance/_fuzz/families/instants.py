@@ -14,11 +14,9 @@ from ..vocabulary import CAPTURE
 FAMILY = "instants"
 
 
-@family(FAMILY)
+@family(FAMILY, tools=(CAPTURE,))
 def instant_cases(tool: str, *, purpose: str = DEFAULT_PURPOSE, now: datetime | None = None) -> list[Case]:
     """Instants: shape, calendar, and an expiry strictly after the capture time."""
-    if tool != CAPTURE:
-        return []
     base = base_arguments(tool, purpose)
     observed = ("payload", "citations", 0, "observed_at")
     retention = ("payload", "retention")
