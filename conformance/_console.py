@@ -5,8 +5,9 @@ nowhere; this console speaks in check families instead:
 
 - on a terminal (and not in CI): a live progress bar per family with its
   status counts (rich);
-- otherwise (a pipe, a file, or ``CI`` set): one plain line per family once
-  its last check has run, so CI logs stay readable and stable;
+- otherwise (a pipe, a file, or ``CI`` set): one plain line per family and
+  era once its last check in that era has run (the suite runs one era after
+  the other, so a CI log shows progress), readable and stable;
 - ``verbose``: one line per check, ``STATUS check@era[case]`` and, unless it
   passed, its one-line verdict;
 
@@ -66,19 +67,19 @@ def check_line(result: Result) -> str:
 
 @dataclass
 class Family:
-    """The checks of one family (the check id up to its first dot) in this run."""
+    """The checks of one family (the check id up to its first dot), in one era or over the run."""
 
     name: str
+    era: str | None = None
     total: int = 0
     done: int = 0
     counts: Counter[Status] = field(default_factory=Counter)
-    started: float | None = None
-    elapsed: float = 0.0
+    elapsed: float = 0.0  # the time its checks took, not the span they were spread over
     reported: bool = False
 
     def line(self) -> str:
         tally = counts_text(self.counts) or "nothing ran"
-        return f"{self.name:<12} {self.done:>4}/{self.total:<4} {tally}  ({self.elapsed:.1f} s)"
+        return f"{self.name:<12} {self.era or '':<7} {self.done:>4}/{self.total:<4} {tally}  ({self.elapsed:.1f} s)"
 
 
 class Console:
@@ -90,8 +91,10 @@ class Console:
         self._owned = stream is None
         self.stream = _real_stdout() if stream is None else stream
         self.live = (self.stream.isatty() and not in_ci()) if live is None else live
-        self.families: dict[str, Family] = {}
-        self._family_of: dict[str, str] = {}  # node id -> family
+        self.families: dict[str, Family] = {}  # over the run: the live display's bars
+        self.parts: dict[tuple[str, str | None], Family] = {}  # per era: the plain lines
+        self._part_of: dict[str, tuple[str, str | None]] = {}  # node id -> (family, era)
+        self._began: dict[str, float] = {}  # node id -> when it started
         self._seen = 0  # results already shown
         self._run: Run | None = None
         self._progress: Any = None  # rich.progress.Progress while the live display runs
@@ -142,8 +145,11 @@ class Console:
         for item in session.items:
             marker = item.get_closest_marker("engram_check")
             name = str(marker.args[0]).split(".", 1)[0] if marker else "other"
+            callspec = getattr(item, "callspec", None)
+            era = callspec.params.get("era") if callspec is not None else None
             self.families.setdefault(name, Family(name)).total += 1
-            self._family_of[item.nodeid] = name
+            self.parts.setdefault((name, era), Family(name, era)).total += 1
+            self._part_of[item.nodeid] = (name, era)
         if self.families and not self.quiet:
             families = f"{len(self.families)} famil{'ies' if len(self.families) != 1 else 'y'}"
             eras = f"; eras: {', '.join(self._run.eras)}" if self._run else ""
@@ -152,25 +158,26 @@ class Console:
                 self._start_live()
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:
-        family = self.families.get(self._family_of.get(nodeid, ""))
-        if family is not None and family.started is None:
-            family.started = time.monotonic()
-            if self._progress is not None:
-                self._progress.start_task(self._tasks[family.name])
+        self._began[nodeid] = time.monotonic()
+        key = self._part_of.get(nodeid)
+        if key is not None and self._progress is not None:
+            self._progress.start_task(self._tasks[key[0]])  # a no-op once started
 
     def pytest_runtest_logfinish(self, nodeid: str) -> None:
-        name = self._family_of.get(nodeid)
-        family = self.families.get(name or "")
-        if family is None:
+        key = self._part_of.get(nodeid)
+        if key is None:
             return
-        family.done += 1
-        family.elapsed = time.monotonic() - (family.started or time.monotonic())
+        took = time.monotonic() - self._began.pop(nodeid, time.monotonic())
+        part, family = self.parts[key], self.families[key[0]]
+        for tally in (part, family):
+            tally.done += 1
+            tally.elapsed += took
         for result in self._new_results():
-            owner = self.families.get(result.family, family)
-            owner.counts[result.status] += 1
+            self.parts.get((result.family, result.era), part).counts[result.status] += 1
+            self.families.get(result.family, family).counts[result.status] += 1
             if self.verbose:
                 self.say(check_line(result), _STYLE.get(result.status))
-        self._show(family)
+        self._show(part, family)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -178,9 +185,9 @@ class Console:
 
         run = self._run or run_of(session.config)
         self._stop_live()
-        for family in self.families.values():  # families cut short (an interrupted run) still get their line
-            if not family.reported and not self.live and family.done:
-                self.say(family.line())
+        for part in self.parts.values():  # families cut short (an interrupted run) still get their line
+            if not part.reported and not self.live and part.done:
+                self.say(part.line())
         if run is None:
             return
         failing = [r for r in run.results if r.status in FAILING]
@@ -203,13 +210,13 @@ class Console:
         self._seen = len(self._run.results)
         return fresh
 
-    def _show(self, family: Family) -> None:
+    def _show(self, part: Family, family: Family) -> None:
         if self._progress is not None:
             self._progress.update(self._tasks[family.name], completed=family.done,
                                   counts=counts_text(family.counts))
-        elif family.done == family.total and not family.reported:
-            family.reported = True
-            self.say(family.line())
+        elif part.done == part.total and not part.reported:
+            part.reported = True
+            self.say(part.line())
 
     def _start_live(self) -> None:
         if self.quiet:

@@ -32,8 +32,8 @@ PYTEST_ARTEFACTS = [re.compile(p, re.M) for p in (
     r"^[.sFExX]+\s*(\[\s*\d+%\])?$", r"\[\s*\d+%\]", r"::test_", r"\.py::", r"site-packages",
     r"\b\d+ (passed|failed|skipped|deselected|errors?)\b[^\n]* in \d+\.\d+s\b", r"^=+ .* =+$", r"short test summary",
 )]
-FAMILY_LINE = re.compile(r"^(?P<family>[a-z-]+)\s+(?P<done>\d+)/(?P<total>\d+)\s+(?P<counts>.+?)\s+\(\d+\.\d s\)$",
-                         re.M)
+FAMILY_LINE = re.compile(r"^(?P<family>[a-z-]+)\s+(?:(?P<era>legacy|modern)\s+)?(?P<done>\d+)/(?P<total>\d+)"
+                         r"\s+(?P<counts>.+?)\s+\(\d+\.\d s\)$", re.M)
 CHECK_LINE = re.compile(r"^(?P<status>[A-Z]+)\s+(?P<check>[a-z-]+\.[a-z0-9.-]+)@(?P<era>legacy|modern)"
                         r"(\[(?P<case>[^\]]+)\])?(?: — (?P<message>.+))?$", re.M)
 
@@ -69,10 +69,12 @@ def test_a_check_line_names_status_check_era_and_case() -> None:
 
 
 def test_a_family_line_counts_each_status_it_saw() -> None:
-    family = Family("gate", total=4, done=4)
+    family = Family("gate", "modern", total=4, done=4, elapsed=1.25)
     family.counts.update([Status.PASS, Status.PASS, Status.FAIL, Status.SKIP])
     assert counts_text(family.counts) == "2 PASS, 1 FAIL, 1 SKIP"
-    assert FAMILY_LINE.fullmatch(family.line())
+    line = FAMILY_LINE.fullmatch(family.line())
+    assert line and line.group("family", "era", "done", "total", "counts") == ("gate", "modern", "4", "4",
+                                                                                "2 PASS, 1 FAIL, 1 SKIP")
 
 
 @pytest.mark.parametrize(("value", "expected"), [("true", True), ("1", True), ("", False), ("false", False),
@@ -84,17 +86,18 @@ def test_ci_is_told_by_the_ci_variable(value: str | None, expected: bool) -> Non
 # -- the command line -------------------------------------------------------------
 
 
-def test_in_ci_one_plain_line_per_family_and_no_pytest_output(configuration: Path) -> None:
+def test_in_ci_one_plain_line_per_family_and_era_and_no_pytest_output(configuration: Path) -> None:
     result = conformance("--target", "reference", "--select", "discovery.opted", "--select", "search.stale-cursor",
-                         "--era", "legacy", env={"CI": "true"})
+                         env={"CI": "true"})
     assert result.returncode == 5, result.stdout[-3000:] + result.stderr[-2000:]
     assert_no_pytest_artefacts(result.stdout + result.stderr)
     assert "\x1b[" not in result.stdout  # no terminal control codes in a CI log
-    families = {m["family"]: m for m in FAMILY_LINE.finditer(result.stdout)}
-    assert set(families) == {"discovery", "search"}
-    assert len(FAMILY_LINE.findall(result.stdout)) == 2  # once each
-    assert families["search"]["done"] == families["search"]["total"] == "9"  # the nine stale-cursor cases
-    assert families["search"]["counts"] == "9 PASS"
+    lines = [(m["family"], m["era"]) for m in FAMILY_LINE.finditer(result.stdout)]
+    assert sorted(lines) == [("discovery", "legacy"), ("discovery", "modern"), ("search", "legacy"),
+                             ("search", "modern")]  # once each
+    assert [m["era"] for m in FAMILY_LINE.finditer(result.stdout)] == ["legacy", "legacy", "modern", "modern"]
+    search = next(m for m in FAMILY_LINE.finditer(result.stdout) if m["family"] == "search")
+    assert search["done"] == search["total"] == "9" and search["counts"] == "9 PASS"  # the nine stale-cursor cases
     assert not CHECK_LINE.search(result.stdout)  # check lines only with -v
     assert result.stdout.rstrip().endswith("VERDICT: incomplete — partial run (--select): a partial report, "
                                            "never a certificate")
@@ -128,7 +131,7 @@ def test_a_failing_run_names_its_failing_checks_and_their_verdicts(configuration
     failing = [m.groupdict() for m in CHECK_LINE.finditer(block)]
     assert failing and all(f["status"] == "FAIL" and f["check"] == "idempotency.key-bounds" for f in failing)
     assert all(f["message"] for f in failing)  # each with its one-line verdict
-    assert re.search(r"^idempotency\s+\d+/\d+\s+.*\d+ FAIL", result.stdout, re.M)
+    assert re.search(r"^idempotency\s+legacy\s+\d+/\d+\s+.*\d+ FAIL", result.stdout, re.M)
     assert "VERDICT: not conformant (a MUST failed)" in result.stdout
 
 
