@@ -11,9 +11,18 @@ import pytest
 from engram_mcp.conformance import _checks
 from engram_mcp.conformance._checks import SOURCES_SCORED, Status, check
 from engram_mcp.conformance._connect import parse_target
+from engram_mcp.conformance._report import (
+    NOT_APPLICABLE,
+    NOT_EXERCISED,
+    PASSED,
+    badge,
+    exit_code,
+    requirement_verdicts,
+    summary_lines,
+    tally,
+    write_reports,
+)
 from engram_mcp.conformance._run import EXIT_CONFORMANT, EXIT_INCOMPLETE, EXIT_MUST_FAILED, Result, Run
-from engram_mcp.conformance._report import (NOT_APPLICABLE, NOT_EXERCISED, PASSED, badge, exit_code, requirement_verdicts,
-                                            summary_lines, tally, write_reports)
 from engram_mcp.contract import load
 
 CATALOG = {r["id"]: r for r in load().requirements["requirements"]}
@@ -21,7 +30,8 @@ ERAS = ("legacy", "modern")
 
 
 def scored_musts(level: str) -> list[str]:
-    return sorted(rid for rid, r in CATALOG.items() if r["level"] in ("MUST", "MUST NOT") and r["status"] == "established"
+    return sorted(rid for rid, r in CATALOG.items()
+                  if r["level"] in ("MUST", "MUST NOT") and r["status"] == "established"
                   and r["source"] in SOURCES_SCORED[level])
 
 
@@ -54,7 +64,8 @@ def test_every_scored_must_exercised_and_passed_is_conformant() -> None:
 
 
 def test_a_skipped_must_makes_the_run_incomplete_with_its_reason() -> None:
-    reason = "the profile has no other-tenant (tenant isolation needs a second scope with memory on and a principal) scope"
+    reason = ("the profile has no other-tenant (tenant isolation needs a second scope with memory on and a principal) "
+              "scope")
     run = run_of([*passing(leave_out=("EMC-HOST-005",)), result("EMC-HOST-005", Status.SKIP, "legacy", reason),
                   result("EMC-HOST-005", Status.SKIP, "modern", reason)])
     assert exit_code(run) == EXIT_INCOMPLETE
