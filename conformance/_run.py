@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import threading
-import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
@@ -142,7 +141,6 @@ class Run:
     baseline: frozenset[str]
     report_dir: Path | None
     timeout: float
-    started: float = field(default_factory=time.time)
     level: str = "contract"  # which requirements are scored: contract (+ wiring), or profile (everything)
     deep: bool = False  # run the checks that wait long (confirmation TTL, expiry windows)
     selected: bool = False  # a --select run: a partial report, never a certificate
