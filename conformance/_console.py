@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 import pytest
-from _pytest.terminal import TerminalReporter
 
 from engram_mcp.conformance._checks import Status
 from engram_mcp.conformance._report import summary_lines
@@ -130,7 +129,7 @@ class Console:
             return
         config.pluginmanager.unregister(standard)
         self._muted = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - closed with the console
-        config.pluginmanager.register(TerminalReporter(config, self._muted), "terminalreporter")
+        config.pluginmanager.register(pytest.TerminalReporter(config, self._muted), "terminalreporter")
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:  # a broken suite module: the harness's own defect, never hidden
