@@ -81,7 +81,8 @@ def test_every_exception_class_of_a_package_is_in_its_errors_module() -> None:
     for package in ("engram_mcp.contract", "engram_mcp.reference", "engram_mcp.conformance"):
         folder = ROOT / package.rpartition(".")[2]
         for path in sorted(folder.glob("*.py")):
-            module = _import(f"{package}.{path.stem}") if path.stem != "__init__" else None
+            # __main__ runs a command when imported; __init__ only re-exports.
+            module = _import(f"{package}.{path.stem}") if path.stem not in ("__init__", "__main__") else None
             for value in vars(module).values() if module else ():
                 if (isinstance(value, type) and issubclass(value, Exception) and value.__module__ == module.__name__
                         and value not in exported and value.__name__ not in internal):
