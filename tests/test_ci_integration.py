@@ -33,6 +33,7 @@ ANNOTATE = ROOT / "ci" / "annotate.py"
 GITLAB_TEMPLATE = ROOT / "ci" / "gitlab-conformance.yml"
 BIN = Path(sys.executable).parent
 FAULTY = ROOT / "tests" / "faulty" / "targets.py"
+PROFILE = "conformance-profile.toml"  # what `engram-reference init` writes beside server.toml
 RUN_TIMEOUT = 240  # seconds; a selected run of one family takes well under a minute
 
 
@@ -284,25 +285,18 @@ def run_action(inputs: dict[str, str], workspace: Path) -> ActionRun:
     return run
 
 
-@dataclass
-class Reference:
-    path: Path
-
-    @property
-    def profile(self) -> Path:
-        return self.path / "conformance-profile.toml"
-
-    def faulty(self, variant: str) -> str:
-        """A faulty variant of the reference (tests/faulty/targets.py) as a stdio target."""
-        return "stdio:" + shlex.join([sys.executable, str(FAULTY), variant, "--config", str(self.path / "server.toml")])
+def _faulty(home: Path, variant: str) -> str:
+    """A faulty variant of the reference (tests/faulty/targets.py) on the configuration in ``home``, over stdio."""
+    return "stdio:" + shlex.join([sys.executable, str(FAULTY), variant, "--config", str(home / "server.toml")])
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory: pytest.TempPathFactory) -> Reference:
-    path = tmp_path_factory.mktemp("ci-reference") / "engram dir"  # a space: every path must stay one argument
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`engram-reference init` in a directory whose name has a space: every path must stay one argument."""
+    path = tmp_path_factory.mktemp("ci-reference") / "engram dir"
     subprocess.run([sys.executable, "-m", "engram_mcp.reference", "init", str(path)], check=True, capture_output=True,
                    timeout=120)
-    return Reference(path)
+    return path
 
 
 def _keygen(directory: Path) -> tuple[str, Path]:
@@ -312,9 +306,9 @@ def _keygen(directory: Path) -> tuple[str, Path]:
     return private.read_text(encoding="utf-8"), private.with_name(private.name + ".pub")
 
 
-def test_the_action_signs_annotates_and_fails_a_faulty_server(reference: Reference, tmp_path: Path) -> None:
+def test_the_action_signs_annotates_and_fails_a_faulty_server(home: Path, tmp_path: Path) -> None:
     key, public = _keygen(tmp_path)
-    run = run_action({"target": reference.faulty("unknown-tool-is-result"), "profile": str(reference.profile),
+    run = run_action({"target": _faulty(home, "unknown-tool-is-result"), "profile": str(home / PROFILE),
                       "args": "--select discovery.unknown-tool --era 'legacy'", "report-dir": "out/conformance report",
                       "sign-key": key}, tmp_path)
     conformance = run.step("Run conformance")
@@ -369,12 +363,12 @@ def test_args_are_never_evaluated(tmp_path: Path) -> None:
 # -- the GitLab job's script, run in sh ------------------------------------------------------------
 
 
-def test_the_gitlab_job_runs_the_harness_and_leaves_its_junit(reference: Reference, tmp_path: Path) -> None:
+def test_the_gitlab_job_runs_the_harness_and_leaves_its_junit(home: Path, tmp_path: Path) -> None:
     template = _load_yaml(GITLAB_TEMPLATE.read_text(encoding="utf-8"))
     job = template["engram-conformance"]
     lines = [line for line in job["script"] if not line.startswith("python -m pip install")]
-    variables = {**template["variables"], "CONFORMANCE_TARGET": reference.faulty("unknown-tool-is-result"),
-                 "CONFORMANCE_PROFILE": str(reference.profile),
+    variables = {**template["variables"], "CONFORMANCE_TARGET": _faulty(home, "unknown-tool-is-result"),
+                 "CONFORMANCE_PROFILE": str(home / PROFILE),
                  "CONFORMANCE_ARGS": "--select discovery.unknown-tool --era legacy"}
     done = subprocess.run(["sh", "-ec", "\n".join(lines)], cwd=tmp_path, capture_output=True, text=True,
                           timeout=RUN_TIMEOUT, env={**os.environ, **variables,
