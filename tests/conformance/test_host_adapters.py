@@ -119,6 +119,15 @@ def test_a_broken_entry_point_is_named_without_a_traceback(tmp_path: Path, monke
                                   "cannot be loaded (ModuleNotFoundError)")
 
 
+def test_the_command_line_refuses_a_kind_nobody_serves_as_a_usage_error(configured: Path) -> None:
+    command = [sys.executable, "-m", "engram_mcp.conformance", "--target", "reference", "--profile",
+               str(configured / "nested.toml"), "--select", "discovery.granted-tools", "--era", "legacy"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
+    assert f"binding.kind {KIND!r} has no host adapter" in result.stdout + result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+
+
 # -- the second wiring -------------------------------------------------------------------------------------------
 
 
