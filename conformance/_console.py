@@ -112,6 +112,7 @@ class Console:
             self.stream.flush()
 
     def close(self) -> None:
+        """Stop the display and let go of the streams; safe to call more than once."""
         self._stop_live()
         if self._muted is not None:
             self._muted.close()
@@ -130,6 +131,9 @@ class Console:
         config.pluginmanager.unregister(standard)
         self._muted = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - closed with the console
         config.pluginmanager.register(pytest.TerminalReporter(config, self._muted), "terminalreporter")
+
+    def pytest_unconfigure(self) -> None:
+        self.close()
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:  # a broken suite module: the harness's own defect, never hidden

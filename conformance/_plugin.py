@@ -222,7 +222,8 @@ def case_id(item: pytest.Item, era: str | None) -> str | None:
     callspec = getattr(item, "callspec", None)
     if callspec is None:
         return None
-    parts = list(callspec._idlist)  # one id per parametrize call, in pytest's order (era is one of them)
+    # One id per parametrize call, in pytest's order (the era's is one of them); the joined id where that is gone.
+    parts = list(getattr(callspec, "_idlist", None) or callspec.id.split("-"))
     if era is not None and era in parts:
         parts.remove(era)
     return "-".join(parts) or None
