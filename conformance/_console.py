@@ -23,13 +23,16 @@ import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import pytest
 
 from engram_mcp.conformance._checks import Status
 from engram_mcp.conformance._report import summary_lines
 from engram_mcp.conformance._run import Result, Run
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
 FAILING = (Status.FAIL, Status.ERROR, Status.XPASS)
 SHOWN_FAILURES = 40  # the reports list every one; the console shows the first ones
@@ -96,8 +99,8 @@ class Console:
         self._began: dict[str, float] = {}  # node id -> when it started
         self._seen = 0  # results already shown
         self._run: Run | None = None
-        self._progress: Any = None  # rich.progress.Progress while the live display runs
-        self._tasks: dict[str, Any] = {}
+        self._progress: Progress | None = None  # while the live display runs
+        self._tasks: dict[str, TaskID] = {}
         self._muted: IO[str] | None = None
 
     # -- output ------------------------------------------------------------------
@@ -134,6 +137,11 @@ class Console:
 
     def pytest_unconfigure(self) -> None:
         self.close()
+
+    def pytest_internalerror(self, excrepr: Any) -> None:
+        # The muted reporter would swallow it: a defect of the harness itself, shown whole.
+        self._stop_live()
+        print(f"conformance: internal error in the harness\n{excrepr}", file=sys.stderr)
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:  # a broken suite module: the harness's own defect, never hidden

@@ -171,3 +171,16 @@ def test_on_a_terminal_a_live_progress_bar_per_family(configuration: Path) -> No
     assert re.search(r"^search\s.*━.*\s9/9\b.*9 PASS", plain, re.M)
     assert_no_pytest_artefacts(plain)
     assert "VERDICT: incomplete — partial run (--select)" in plain
+
+
+def test_an_internal_error_of_the_harness_is_shown_not_swallowed(tmp_path: Path) -> None:
+    # A plugin that breaks during collection stands for a defect in the harness itself.
+    (tmp_path / "breaks_the_harness.py").write_text(
+        "def pytest_collection_finish(session):\n    raise RuntimeError('the harness broke here')\n", encoding="utf-8")
+    script = ("import sys; from engram_mcp.conformance.plugin import run_suite; "
+              "sys.exit(run_suite(['--target', 'stdio:unused', '-p', 'breaks_the_harness']).exit_code)")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=RUN_TIMEOUT,
+                            cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path), "CI": "1"})
+    assert result.returncode == 3, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "conformance: internal error in the harness" in result.stderr
+    assert "RuntimeError: the harness broke here" in result.stderr
