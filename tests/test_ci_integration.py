@@ -30,8 +30,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
 ACTION = ROOT / "action.yml"
-ANNOTATE = ROOT / "ci" / "annotate.py"
-GITLAB_TEMPLATE = ROOT / "ci" / "gitlab-conformance.yml"
+ANNOTATE = ROOT / "tools" / "ci" / "annotate.py"
+GITLAB_TEMPLATE = ROOT / "tools" / "ci" / "gitlab-conformance.yml"
 BIN = Path(sys.executable).parent
 FAULTY = ROOT / "tests" / "faulty" / "targets.py"
 PROFILE = "conformance-profile.toml"  # what `engram-reference init` writes beside server.toml
@@ -140,7 +140,7 @@ def _scripts() -> list[tuple[str, str, str]]:
     """(where, shell, script) of every shell script the action and the GitLab job run."""
     scripts = [(f"action.yml: {s['name']}", "bash", s["run"]) for s in _action()["runs"]["steps"] if "run" in s]
     job = _load_yaml(GITLAB_TEMPLATE.read_text(encoding="utf-8"))["engram-conformance"]
-    return [*scripts, ("ci/gitlab-conformance.yml", "sh", "\n".join(job["script"]))]
+    return [*scripts, ("tools/ci/gitlab-conformance.yml", "sh", "\n".join(job["script"]))]
 
 
 @pytest.mark.parametrize(("where", "shell", "script"), _scripts(), ids=[w for w, _, _ in _scripts()])

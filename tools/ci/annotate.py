@@ -1,6 +1,6 @@
 """Turn a conformance report.jsonl into GitHub workflow commands and a job summary.
 
-    python ci/annotate.py REPORT_DIR [--exit-code N]
+    python tools/ci/annotate.py REPORT_DIR [--exit-code N]
 
 Prints one ``::error`` per failed check and one ``::warning`` per unmet SHOULD,
 each titled with the check id, era and case, and a closing ``::error`` or
