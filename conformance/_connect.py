@@ -83,7 +83,7 @@ def parse_target(text: str, *, env: Mapping[str, str] | None = None, headers: Ma
 class Reply:
     """One request's outcome as it crossed the wire."""
 
-    kind: Literal["result", "input_required", "error", "timeout"]
+    kind: Literal["result", "input_required", "error", "timeout", "cancelled"]
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     elapsed: float = 0.0
@@ -119,6 +119,9 @@ class Connection:
         self.elicitation, self.timeout = elicitation, timeout
         self.answer: Answer = "accept"
         self.silence_seconds = 0.0
+        self.answer_delay = 0.0  # seconds the host takes to answer an elicitation (deadline checks)
+        self.cancel_on_elicit = False  # cancel the in-flight call when the server asks (cancellation checks)
+        self._in_flight: anyio.CancelScope | None = None
         self.elicitations = 0
         self.elicitation_requests: list[dict[str, Any]] = []  # what the server asked, for form checks
         self.protocol_noise: list[str] = []
@@ -252,6 +255,12 @@ class Connection:
         self.elicitations += 1
         self.elicitation_requests.append(params.model_dump(by_alias=True, exclude_none=True))
         result = self.confirmer.elicit_result(self.answer)
+        if self.cancel_on_elicit and self._in_flight is not None:
+            # The caller gives up on the call: the SDK sends notifications/cancelled for it, and the answer
+            # below arrives late, after the cancellation.
+            self._in_flight.cancel()
+        if self.answer_delay:
+            await anyio.sleep(self.answer_delay)
         if result is None:
             await anyio.sleep(self.silence_seconds)
             return types.ElicitResult(action="cancel")
@@ -274,11 +283,16 @@ class Connection:
         async def send() -> Reply:
             started = time.perf_counter()
             try:
-                raw = await session.send_request(request, _RAW, request_read_timeout_seconds=timeout or self.timeout)
+                with anyio.CancelScope() as self._in_flight:
+                    raw = await session.send_request(request, _RAW, request_read_timeout_seconds=timeout or self.timeout)
+                if self._in_flight.cancelled_caught:
+                    return Reply("cancelled", elapsed=time.perf_counter() - started)
             except MCPError as error:
                 payload = error.error.model_dump(by_alias=True, exclude_none=True)
                 kind = "timeout" if error.error.code == types.REQUEST_TIMEOUT else "error"
                 return Reply(kind, error=payload, elapsed=time.perf_counter() - started)
+            finally:
+                self._in_flight = None
             elapsed = time.perf_counter() - started
             kind = "input_required" if raw.get("resultType") == "input_required" else "result"
             return Reply(kind, result=raw, elapsed=elapsed)

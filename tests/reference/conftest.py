@@ -119,8 +119,8 @@ class ReferenceDir:
         lines = []
         if "server" in data:
             lines += ["[server]", *(f"{k} = {_toml(v)}" for k, v in data["server"].items()), ""]
-        if "host_keys" in data:
-            lines += ["[host_keys]", *(f"{json.dumps(kid)} = {_toml(file)}" for kid, file in data["host_keys"].items())]
+        for kid, entry in data.get("host_keys", {}).items():
+            lines += [f"[host_keys.{json.dumps(kid)}]", *(f"{k} = {_toml(v)}" for k, v in entry.items()), ""]
         for scope in data.get("scopes", []):
             lines += ["", "[[scopes]]"]
             lines += [f"{k} = {_toml(v)}" for k, v in scope.items() if k != "principals"]

@@ -384,8 +384,15 @@ CONFIG_ERRORS = {
     "audience not a string": lambda d: d["server"].update(audience=7),
     "kek file missing": lambda d: d["server"].update(kek_file="keys/absent.bin"),
     "kek file of the wrong size": lambda d: d["server"].update(kek_file="keys/host.pub.pem"),
-    "host key missing": lambda d: d["host_keys"].update({"other": "keys/absent.pem"}),
-    "host key not a key": lambda d: d["host_keys"].update({"other": "keys/http-bearer.txt"}),
+    "host key missing": lambda d: d["host_keys"].update(
+        {"other": {"public_key_file": "keys/absent.pem", "issuers": ["h"], "tenants": ["t"]}}),
+    "host key not a key": lambda d: d["host_keys"].update(
+        {"other": {"public_key_file": "keys/http-bearer.txt", "issuers": ["h"], "tenants": ["t"]}}),
+    "host key as a bare path": lambda d: d["host_keys"].update({"other": "keys/host.pub.pem"}),
+    "host key without tenants": lambda d: next(iter(d["host_keys"].values())).pop("tenants"),
+    "host key without issuers": lambda d: next(iter(d["host_keys"].values())).pop("issuers"),
+    "host key trusted for no tenant": lambda d: next(iter(d["host_keys"].values())).update(tenants=[]),
+    "capture-denied principals as text": scope_setting("capture_denied_principals", "agent-x"),
     "scope without tenant": lambda d: d["scopes"][0].pop("tenant"),
     "scope without principals": lambda d: d["scopes"][0].pop("principals"),
     "unknown tool granted": lambda d: d["scopes"][0]["principals"].update({"agent-x": ["engram_memory_admin"]}),
