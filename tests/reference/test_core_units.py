@@ -26,12 +26,12 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from engram_mcp.contract import ZERO_DIGEST, canonical_bytes, receipt_digest
-from engram_mcp.contract.binding import HOST_BINDING_META_KEY, Binding, Sealer, capture_candidate_id
+from engram_mcp.contract.binding import HOST_BINDING_META_KEY, Binding, Sealer, capture_candidate_id, new_audit_id
 from engram_mcp.reference import _search as search
 from engram_mcp.reference._config import ConfigError, load_config
 from engram_mcp.reference._core import Engine, ScopePolicy
 from engram_mcp.reference._crypto import AesGcmCipher
-from engram_mcp.reference._envelope import Outcome, Refusal, envelope, new_audit_id, tool_result
+from engram_mcp.reference._envelope import Outcome, Refusal, envelope, tool_result
 from engram_mcp.reference._policy import AcceptAll, AlwaysAdjudicate, RejectAll
 from engram_mcp.reference._ports import AdmissionPolicy, Scope, Sealed
 from engram_mcp.reference._server import ReferenceServer
@@ -318,6 +318,7 @@ def test_tool_result_carries_the_envelope_twice() -> None:
 
 
 def test_audit_ids_are_fresh_and_opaque() -> None:
+    """What a host mints by default (the server only echoes the host's)."""
     ids = {new_audit_id() for _ in range(200)}
     assert len(ids) == 200
     assert all(CONTRACT.limit("audit_id.min_chars") <= len(i) <= CONTRACT.limit("audit_id.max_chars") for i in ids)
