@@ -44,7 +44,6 @@ import mcp_types as types
 from mcp.server import ServerRequestContext
 
 from engram_mcp.contract import load, profile_digest, receipt_digest
-from engram_mcp.reference import _envelope
 from engram_mcp.reference._config import load_config
 from engram_mcp.reference._envelope import tool_result
 from engram_mcp.reference._server import ReferenceServer
@@ -293,16 +292,6 @@ def pretty_text_copy(server: VariantServer) -> None:
                                     structured_content=_reordered(envelope), is_error=not envelope["ok"])
 
     server.render = render
-
-
-@variant("uuid-audit-ids", freedom="auditId is opaque: unique per call, in any form")
-def uuid_audit_ids(server: VariantServer) -> None:
-    """auditId is a random UUID in its canonical text form."""
-    import engram_mcp.reference._server as reference_server
-
-    # The reference names its audit ids through one function; this server mints UUIDs instead.
-    reference_server.new_audit_id = lambda: str(uuid.uuid4())  # type: ignore[attr-defined]
-    _envelope.new_audit_id = reference_server.new_audit_id  # type: ignore[attr-defined]
 
 
 @variant("result-meta", freedom="MCP lets any result carry _meta; the envelope itself stays exact")
