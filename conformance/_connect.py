@@ -282,17 +282,20 @@ class Connection:
 
         async def send() -> Reply:
             started = time.perf_counter()
+            scope = anyio.CancelScope()
+            self._in_flight = scope  # the latest request: the one a cancellation check has in flight
             try:
-                with anyio.CancelScope() as self._in_flight:
+                with scope:
                     raw = await session.send_request(request, _RAW, request_read_timeout_seconds=timeout or self.timeout)
-                if self._in_flight.cancelled_caught:
+                if scope.cancelled_caught:
                     return Reply("cancelled", elapsed=time.perf_counter() - started)
             except MCPError as error:
                 payload = error.error.model_dump(by_alias=True, exclude_none=True)
                 kind = "timeout" if error.error.code == types.REQUEST_TIMEOUT else "error"
                 return Reply(kind, error=payload, elapsed=time.perf_counter() - started)
             finally:
-                self._in_flight = None
+                if self._in_flight is scope:
+                    self._in_flight = None
             elapsed = time.perf_counter() - started
             kind = "input_required" if raw.get("resultType") == "input_required" else "result"
             return Reply(kind, result=raw, elapsed=elapsed)
