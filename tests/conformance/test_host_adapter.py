@@ -42,7 +42,7 @@ def test_every_meta_carries_a_fresh_audit_id_the_adapter_can_read_back(host) -> 
 
 
 def test_a_given_audit_id_and_deadline_are_bound(host) -> None:
-    adapter, trusted = host
+    adapter, _ = host
     meta = adapter.meta(SCOPE, "agent", audit_id="mine-1", deadline=1.5e9 + 0.25)
     assert (claims(meta)["audit_id"], claims(meta)["deadline"]) == ("mine-1", 1.5e9 + 0.25)
     assert adapter.audit_id_of({}) is None and adapter.audit_id_of({HOST_BINDING_META_KEY: "junk"}) is None
