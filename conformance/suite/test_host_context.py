@@ -163,6 +163,7 @@ def test_a_deadline_that_passes_during_the_confirmation_stops_the_mutation(world
     finally:
         world.conn.answer_delay = 0.0
     world.evidence.add("answered_after_seconds", delay)
+    world.evidence.add("server_clock_lag_tolerated_seconds", round(delay - NEAR, 3))
     world.evidence.add("near_deadline", _seen(late))
     assert late.kind == "result" and late.code == "DEADLINE_EXCEEDED", (
         f"a deadline that passed before the approval answered {_seen(late)}"
