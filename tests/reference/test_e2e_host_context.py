@@ -3,7 +3,9 @@ the host's auditId, the deadline, cancellation, keys trusted for named issuers a
 
 from __future__ import annotations
 
+import json
 import secrets
+import sqlite3
 import time
 
 import anyio
@@ -15,6 +17,7 @@ from tests.reference.conftest import (
     McpClient,
     ReferenceDir,
     assert_protocol_error,
+    bound_audit_id,
     capture_args,
     captured,
     init_reference_dir,
@@ -78,18 +81,37 @@ async def test_a_deadline_that_passes_while_the_human_decides_stops_the_mutation
     assert (await client.call("engram_memory_withdraw", arguments)).value["replayed"] is False
 
 
-async def test_a_call_cancelled_while_the_human_decides_changes_nothing(client: McpClient) -> None:
+async def test_a_call_cancelled_while_the_human_decides_changes_nothing(client: McpClient, reference_dir: ReferenceDir) -> None:
     if client.modern:
         pytest.skip("in 2026-07-28 the server never waits for the answer within a call")
     cid = (await captured(client))["candidate_id"]
     arguments = withdraw_args(cid)
     client.confirmer.delay = 1.0  # the approval arrives after the cancellation
+    meta = client.host.meta(audit_id=audit_id())
     with anyio.move_on_after(0.5) as scope:  # the SDK sends notifications/cancelled when the caller gives up
-        await client.call("engram_memory_withdraw", arguments)
+        await client.call("engram_memory_withdraw", arguments, meta)
     assert scope.cancelled_caught and len(client.confirmer.asked) == 1
     await anyio.sleep(1.5)
     client.confirmer.reset()
     assert (await client.call("engram_memory_withdraw", arguments)).value["replayed"] is False
+    assert journal(reference_dir)[bound_audit_id(meta)] == ("refused", "cancelled")
+
+
+def journal(ref: ReferenceDir) -> dict[str, tuple[str, str]]:
+    """auditId -> (chain, outcome) of every journal row (the journal holds no content, only these facts)."""
+    with sqlite3.connect(f"file:{ref.store}?mode=ro", uri=True) as db:
+        rows = db.execute("SELECT entry, chain FROM audit").fetchall()
+    return {json.loads(entry)["audit_id"]: (chain, json.loads(entry)["outcome"]) for entry, chain in rows}
+
+
+async def test_refused_calls_are_journaled_under_the_hosts_audit_id(client: McpClient, reference_dir: ReferenceDir) -> None:
+    refused = client.host.meta(principal="agent-limited", audit_id=audit_id())
+    late = client.host.meta(audit_id=audit_id(), deadline=time.time() - 60)
+    await client.protocol_error("engram_memory_forget", {}, refused)
+    await client.call("engram_memory_search", search_args("ledger"), late)
+    rows = journal(reference_dir)
+    assert rows[bound_audit_id(refused)] == ("refused", "-32602")
+    assert rows[bound_audit_id(late)] == ("refused", "DEADLINE_EXCEEDED")
 
 
 @pytest.mark.parametrize("claim", [{"tenant": "umbrella"}, {"iss": "another-host"}])
