@@ -33,7 +33,7 @@ Era = Literal["legacy", "modern"]
 ERAS: tuple[Era, ...] = ("legacy", "modern")
 _RAW = TypeAdapter(dict[str, Any])
 STALL_AFTER = 3
-ReplyKind = Literal["result", "input_required", "error", "timeout"]
+ReplyKind = Literal["result", "input_required", "error", "timeout", "cancelled"]
 
 
 class TargetUnreachable(Exception):
@@ -124,6 +124,9 @@ class Connection:
         self.elicitation, self.timeout = elicitation, timeout
         self.answer: Answer = "accept"
         self.silence_seconds = 0.0
+        self.answer_delay = 0.0  # seconds the host takes to answer an elicitation (deadline checks)
+        self.cancel_on_elicit = False  # cancel the in-flight call when the server asks (cancellation checks)
+        self._in_flight: anyio.CancelScope | None = None
         self.elicitations = 0
         self.elicitation_requests: list[dict[str, Any]] = []  # what the server asked, for form checks
         self.protocol_noise: list[str] = []
@@ -267,6 +270,12 @@ class Connection:
         self.elicitations += 1
         self.elicitation_requests.append(params.model_dump(by_alias=True, exclude_none=True))
         result = self.confirmer.elicit_result(self.answer)
+        if self.cancel_on_elicit and self._in_flight is not None:
+            # The caller gives up on the call: the SDK sends notifications/cancelled for it, and the answer
+            # below arrives late, after the cancellation.
+            self._in_flight.cancel()
+        if self.answer_delay:
+            await anyio.sleep(self.answer_delay)
         if result is None:
             await anyio.sleep(self.silence_seconds)
             return types.ElicitResult(action="cancel")
@@ -288,14 +297,22 @@ class Connection:
 
         async def send() -> Reply:
             started = time.perf_counter()
+            scope = anyio.CancelScope()
+            self._in_flight = scope  # the latest request: the one a cancellation check has in flight
             try:
-                # The SDK validates with a TypeAdapter too; only its TypeVar's bound says BaseModel.
-                raw = await session.send_request(request, _RAW,  # type: ignore[type-var]
-                                                 request_read_timeout_seconds=timeout or self.timeout)
+                with scope:
+                    # The SDK validates with a TypeAdapter too; only its TypeVar's bound says BaseModel.
+                    raw = await session.send_request(request, _RAW,  # type: ignore[type-var]
+                                                     request_read_timeout_seconds=timeout or self.timeout)
+                if scope.cancelled_caught:
+                    return Reply("cancelled", elapsed=time.perf_counter() - started)
             except MCPError as error:
                 payload = error.error.model_dump(by_alias=True, exclude_none=True)
                 failed: ReplyKind = "timeout" if error.error.code == types.REQUEST_TIMEOUT else "error"
                 return Reply(failed, error=payload, elapsed=time.perf_counter() - started)
+            finally:
+                if self._in_flight is scope:
+                    self._in_flight = None
             elapsed = time.perf_counter() - started
             kind: ReplyKind = "input_required" if raw.get("resultType") == "input_required" else "result"
             return Reply(kind, result=raw, elapsed=elapsed)

@@ -7,11 +7,14 @@ differently is certified by writing one adapter, not by forking the suite.
 
 from __future__ import annotations
 
+import secrets
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+import jwt
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from engram_mcp.conformance._profile import NEEDS_PROFILE, Profile, ProfileError, ScopeProfile
@@ -21,11 +24,13 @@ from engram_mcp.contract.binding import (
     generate_host_key,
     load_private_key,
     mint_binding,
+    new_audit_id,
 )
 
 # Ways a binding can be broken; an adapter lists those it can produce.
 Forgery = Literal["missing", "garbage", "expired", "not_yet_valid", "wrong_audience", "untrusted_key",
-                  "too_long_lived", "alg_none", "extra_claim", "missing_claim"]
+                  "too_long_lived", "alg_none", "extra_claim", "missing_claim", "missing_audit_id",
+                  "foreign_tenant", "foreign_issuer"]
 Answer = Literal["accept", "decline", "cancel", "accept_false", "silence"]
 
 
@@ -34,8 +39,13 @@ class HostBinding(Protocol):
 
     forgeries: frozenset[str]
 
-    def meta(self, scope: ScopeProfile, principal: str, *, purpose: str | None = None, session: str = "conformance") -> dict[str, Any]:
-        """The request ``_meta`` a trusted host sends."""
+    def meta(self, scope: ScopeProfile, principal: str, *, purpose: str | None = None, session: str = "conformance",
+             audit_id: str | None = None, deadline: float | None = None) -> dict[str, Any]:
+        """The request ``_meta`` a trusted host sends: a fresh audit id unless one is given, and a deadline if given."""
+        ...
+
+    def audit_id_of(self, meta: Mapping[str, Any]) -> str | None:
+        """The audit id a ``_meta`` this host made carries, as the envelope must echo it."""
         ...
 
     def forged(self, forgery: Forgery, scope: ScopeProfile, principal: str) -> dict[str, Any]:
@@ -67,7 +77,8 @@ class SignedMetaBinding:
     lifetime: int = 60
 
     forgeries = frozenset({"missing", "garbage", "expired", "not_yet_valid", "wrong_audience", "untrusted_key",
-                           "too_long_lived", "alg_none", "extra_claim", "missing_claim"})
+                           "too_long_lived", "alg_none", "extra_claim", "missing_claim", "missing_audit_id",
+                           "foreign_tenant", "foreign_issuer"})
 
     @classmethod
     def from_profile(cls, profile: Profile) -> SignedMetaBinding:
@@ -90,8 +101,19 @@ class SignedMetaBinding:
             claims[renamed.get(name, name)] = value
         return mint_binding(key or self.key, self.kid, **claims)
 
-    def meta(self, scope: ScopeProfile, principal: str, *, purpose: str | None = None, session: str = "conformance") -> dict[str, Any]:
-        return {HOST_BINDING_META_KEY: self._token(scope, principal, purpose=purpose, session=session)}
+    def meta(self, scope: ScopeProfile, principal: str, *, purpose: str | None = None, session: str = "conformance",
+             audit_id: str | None = None, deadline: float | None = None) -> dict[str, Any]:
+        return {HOST_BINDING_META_KEY: self._token(scope, principal, purpose=purpose, session=session,
+                                                   audit_id=audit_id or new_audit_id(), deadline=deadline)}
+
+    def audit_id_of(self, meta: Mapping[str, Any]) -> str | None:
+        token = meta.get(HOST_BINDING_META_KEY)
+        try:
+            claims = jwt.decode(token, options={"verify_signature": False}) if isinstance(token, str) else {}
+        except jwt.PyJWTError:
+            return None
+        value = claims.get("audit_id")
+        return value if isinstance(value, str) else None
 
     def forged(self, forgery: Forgery, scope: ScopeProfile, principal: str) -> dict[str, Any]:
         now = int(time.time())
@@ -113,11 +135,22 @@ class SignedMetaBinding:
             token = self._token(scope, principal, purpose=None, session="conformance", role="maintainer")
         elif forgery == "missing_claim":
             token = self._token(scope, principal, purpose=None, session="conformance", agent_id=None)
+        elif forgery == "missing_audit_id":  # valid for tools/list, refused on tools/call
+            token = self._token(scope, principal, purpose=None, session="conformance", audit_id=None)
+        elif forgery == "foreign_tenant":  # a tenant no key is trusted for: made up for this run
+            token = self._token(scope, principal, purpose=None, session="conformance", tenant=unique_name("tenant"))
+        elif forgery == "foreign_issuer":  # signed by the trusted key, in the name of another host
+            token = self._token(scope, principal, purpose=None, session="conformance", issuer=unique_name("issuer"))
         elif forgery == "alg_none":
             token = _unsigned(self._token(scope, principal, purpose=None, session="conformance"))
         else:
             raise ValueError(f"unknown forgery {forgery}")
         return {HOST_BINDING_META_KEY: token}
+
+
+def unique_name(kind: str) -> str:
+    """A name no configuration can hold yet: made up at run time."""
+    return f"conformance-foreign-{kind}-{secrets.token_hex(8)}"
 
 
 def _unsigned(token: str) -> str:
@@ -152,10 +185,14 @@ class NoBinding:
 
     forgeries = frozenset({"missing", "garbage"})
 
-    def meta(self, scope: ScopeProfile, principal: str, *, purpose: str | None = None, session: str = "conformance") -> dict[str, Any]:
+    def meta(self, scope: ScopeProfile, principal: str, *, purpose: str | None = None, session: str = "conformance",
+             audit_id: str | None = None, deadline: float | None = None) -> dict[str, Any]:
         import pytest
 
         pytest.skip(f"{NEEDS_PROFILE}: a signed binding for {scope.label}")
+
+    def audit_id_of(self, meta: Mapping[str, Any]) -> str | None:
+        return None
 
     def forged(self, forgery: Forgery, scope: ScopeProfile, principal: str) -> dict[str, Any]:
         import pytest

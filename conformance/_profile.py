@@ -47,14 +47,17 @@ class ScopeProfile:
     confirm_admission: bool
     confirmation_ttl_seconds: int
     retention_ceiling_seconds: int
+    capture_denied: frozenset[str] = frozenset()  # granted capture, without capture authority here
 
     @property
     def label(self) -> str:
         return f"{self.tenant}/{self.workspace}"
 
     def principal_with(self, tools: frozenset[str] | set[str]) -> str | None:
-        """A principal granted at least these tools, preferring the one granted the most."""
-        fits = [p for p, granted in self.principals.items() if set(tools) <= granted]
+        """A principal granted at least these tools (and able to capture, if capture is among them),
+        preferring the one granted the most."""
+        fits = [p for p, granted in self.principals.items() if set(tools) <= granted
+                and not ("engram_memory_capture" in tools and p in self.capture_denied)]
         return max(fits, key=lambda p: (len(self.principals[p]), p), default=None)
 
     def limited_principal(self) -> str | None:
@@ -121,6 +124,11 @@ class Profile:
                          and s.principal_with({"engram_memory_capture", "engram_memory_request_admission"}) is not None
                          and not s.confirm_capture and not s.confirm_admission)
 
+    def capture_denied(self) -> tuple[ScopeProfile, str] | None:
+        """A scope with memory on and a principal granted capture there without the authority to capture."""
+        return next(((s, p) for s in self.scopes if s.memory for p in sorted(s.capture_denied)
+                     if "engram_memory_capture" in s.principals.get(p, frozenset())), None)
+
     def rejecting_secrets(self) -> ScopeProfile | None:
         return self.find(lambda s: s.memory and s.admission_policy in REJECTS_SECRETS and not s.confirm_capture
                          and not s.confirm_admission and s.principal_with(ALL_TOOLS) is not None)
@@ -151,6 +159,7 @@ def _scope(entry: Mapping[str, Any]) -> ScopeProfile:
         confirm_admission=values["confirm_admission"],
         confirmation_ttl_seconds=values["confirmation_ttl_seconds"],
         retention_ceiling_seconds=values["retention_ceiling_seconds"],
+        capture_denied=frozenset(values["capture_denied_principals"]),
     )
 
 

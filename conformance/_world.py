@@ -133,17 +133,20 @@ class World:
 
     def call(self, tool: str, arguments: Any, *, scope: ScopeProfile | None = None, principal: str | None = None,
              meta: Mapping[str, Any] | None = None, answer: Answer = "accept", confirm: bool = True,
-             timeout: float | None = None) -> Reply:
+             timeout: float | None = None, deadline: float | None = None) -> Reply:
         """tools/call as the host would send it. In 2026-07-28 a confirmation request is answered
         with ``answer`` and retried once, unless ``confirm`` is False."""
+        retry_meta = meta
         if meta is None:
             scope = scope or self.primary
             principal = principal or self.principal(scope, {tool})
             self._require_offered(tool, scope, principal)
-            meta = self.host.meta(scope, principal)
+            meta = self.host.meta(scope, principal, deadline=deadline)
         reply = self.conn.call(tool, arguments, meta, answer=answer, timeout=timeout)
         if reply.kind == "input_required" and confirm and answer != "silence":
-            reply = self.conn.call(tool, arguments, meta, input_responses=self.confirmer.input_responses(answer),
+            if retry_meta is None:  # the retry is a call of its own, with its own audit id (EMC-HP-053)
+                retry_meta = self.host.meta(scope, principal, deadline=deadline)  # type: ignore[arg-type]
+            reply = self.conn.call(tool, arguments, retry_meta, input_responses=self.confirmer.input_responses(answer),
                                    request_state=(reply.result or {}).get("requestState"), timeout=timeout)
         return reply
 

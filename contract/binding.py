@@ -88,6 +88,7 @@ BindingReason = Literal[
     "not_yet_valid",
     "too_long_lived",
     "scope_not_served",
+    "tenant_not_trusted",
 ]
 
 
@@ -116,15 +117,24 @@ class Binding:
     issued_at: int
     expires_at: int
     token_id: str
+    audit_id: str | None = None  # the host's id for this call; tools/call requires it (EMC-HP-053)
+    deadline: float | None = None  # NumericDate, fractional seconds allowed (EMC-HP-055)
 
 
 @dataclass(frozen=True)
 class TrustedHost:
-    """A host key from the server's configuration, optionally narrowed to one issuer and some scopes."""
+    """A host key from the server's configuration, with the issuers and tenants it is trusted for.
+
+    A server configuration always names both (EMC-HP-008); None survives only for
+    unit tests that exercise the other claims. ``scopes`` narrows further, to
+    (tenant, workspace) pairs.
+    """
 
     public_key: Ed25519PublicKey
     issuer: str | None = None
     scopes: frozenset[tuple[str, str]] | None = None  # (tenant, workspace) pairs; None: any scope
+    issuers: frozenset[str] | None = None
+    tenants: frozenset[str] | None = None
 
 
 # -- keys ------------------------------------------------------------------
@@ -179,7 +189,10 @@ def mint_binding(
     header: Mapping[str, Any] | None = None,
     **overrides: Any,
 ) -> str:
-    """A binding as a host mints it. ``overrides`` replace claims (None drops one) so tests can forge."""
+    """A binding as a host mints it, with a fresh audit_id and no deadline unless ``overrides`` sets them.
+
+    ``overrides`` replace claims (None drops one) so tests can forge.
+    """
     issued = int(time.time() if now is None else now)
     claims: dict[str, Any] = {
         "iss": issuer,
@@ -193,6 +206,7 @@ def mint_binding(
         "agent_id": agent_id,
         "session": session,
         "purpose_ref": purpose_ref,
+        "audit_id": new_audit_id(),
     }
     claims.update(overrides)
     claims = {k: v for k, v in claims.items() if v is not None}
@@ -253,8 +267,11 @@ def verify_binding(
 
     if not _claims_validator.is_valid(claims) or claims["exp"] <= claims["iat"]:
         raise BindingRejected("bad_claims")
-    if host.issuer is not None and claims["iss"] != host.issuer:
+    if (host.issuer is not None and claims["iss"] != host.issuer) or (
+            host.issuers is not None and claims["iss"] not in host.issuers):
         raise BindingRejected("wrong_issuer")
+    if host.tenants is not None and claims["tenant"] not in host.tenants:
+        raise BindingRejected("tenant_not_trusted")
     if claims["aud"] != audience:
         raise BindingRejected("wrong_audience")
     if claims["exp"] - claims["iat"] > BINDING_MAX_LIFETIME:
@@ -279,7 +296,23 @@ def verify_binding(
         issued_at=claims["iat"],
         expires_at=claims["exp"],
         token_id=claims["jti"],
+        audit_id=claims.get("audit_id"),
+        deadline=claims.get("deadline"),
     )
+
+
+def new_audit_id() -> str:
+    """An audit id as a host SHOULD mint one: fresh per call, never derived from the call's content."""
+    return "audit_" + secrets.token_hex(16)
+
+
+def deadline_passed(binding: Binding, now: float | None = None) -> bool:
+    """Whether the call's host deadline has passed on this clock (no deadline: never).
+
+    No skew is added: a deadline is the host's instant, and the margins for
+    clocks that disagree are the host's to leave (spec/host-profile.md §1.7).
+    """
+    return binding.deadline is not None and (time.time() if now is None else now) >= binding.deadline
 
 
 # -- digests and ids bound to the binding ----------------------------------

@@ -13,10 +13,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from engram_mcp.contract import load
-from engram_mcp.contract.binding import load_public_key
+from engram_mcp.contract.binding import TrustedHost, load_public_key
 from engram_mcp.reference._core import ScopePolicy
 from engram_mcp.reference._crypto import derive_key, load_kek
 from engram_mcp.reference._policy import policy_named
@@ -35,6 +34,8 @@ class ScopeConfig:
     memory: bool
     grants: Mapping[str, frozenset[str]]  # principal -> tools
     policy: ScopePolicy
+    # Principals granted capture who lack the authority to capture here: UNAUTHORIZED, not -32602 (EMC-HP-059).
+    capture_denied: frozenset[str] = frozenset()
 
 
 _ARGUMENTS_MAX_BYTES = load().limit("arguments.max_bytes")
@@ -68,7 +69,7 @@ class ServerConfig:
     audience: str
     store: Path
     kek: bytes
-    trusted_keys: Mapping[str, Ed25519PublicKey]
+    trusted_keys: Mapping[str, TrustedHost]
     http_bearer_token: str | None
     scopes: Mapping[Scope, ScopeConfig] = field(default_factory=dict)
     synchronous: str = DEFAULT_SYNCHRONOUS  # [server] synchronous: the store's SQLite sync level (durability)
@@ -88,6 +89,11 @@ class ServerConfig:
         if entry is None or not entry.memory:
             return frozenset()
         return entry.grants.get(principal, frozenset())
+
+    def may_capture(self, scope: Scope, principal: str) -> bool:
+        """Whether a principal granted capture in a scope also holds the authority to capture there."""
+        entry = self.scopes.get(scope)
+        return entry is not None and principal not in entry.capture_denied
 
 
 def _require(table: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
@@ -137,7 +143,32 @@ def _scope(entry: Mapping[str, Any], index: int) -> ScopeConfig:
     )
     scope = Scope(_require(entry, "tenant", str, where), _require(entry, "workspace", str, where))
     memory = _optional(entry, "memory", bool, False, where)
-    return ScopeConfig(scope=scope, memory=memory, grants=grants, policy=policy)
+    denied = _strings(entry, "capture_denied_principals", where, required=False)
+    return ScopeConfig(scope=scope, memory=memory, grants=grants, policy=policy, capture_denied=denied)
+
+
+def _strings(table: Mapping[str, Any], key: str, where: str, *, required: bool) -> frozenset[str]:
+    """A list of non-empty strings; a required one must name at least one."""
+    values = _require(table, key, list, where) if required else _optional(table, key, list, [], where)
+    if not all(isinstance(v, str) and v for v in values) or (required and not values):
+        raise ConfigError(f"{where}: '{key}' must be a {'non-empty ' if required else ''}list of non-empty strings")
+    return frozenset(values)
+
+
+def _host_key(kid: str, entry: Any, base: Path) -> TrustedHost:
+    """[host_keys."kid"]: the key, and the issuers and tenants it is trusted for (EMC-HP-008)."""
+    where = f'host_keys."{kid}"'
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{where}: must be a table with public_key_file, issuers and tenants")
+    unknown = sorted(set(entry) - {"public_key_file", "issuers", "tenants"})
+    if unknown:
+        raise ConfigError(f"{where}: unknown setting '{unknown[0]}'")
+    try:
+        key = load_public_key((base / _require(entry, "public_key_file", str, where)).read_bytes())
+    except (OSError, ValueError, TypeError):
+        raise ConfigError(f"{where}: the key cannot be loaded") from None
+    return TrustedHost(key, issuers=_strings(entry, "issuers", where, required=True),
+                       tenants=_strings(entry, "tenants", where, required=True))
 
 
 def _seconds(table: Mapping[str, Any], key: str, default: float) -> float:
@@ -189,12 +220,7 @@ def load_config(path: Path) -> ServerConfig:
         raise ConfigError(f"cannot read the configuration ({type(exc).__name__})") from None
     base = path.parent
     server = _require(data, "server", dict, "file")
-    keys: dict[str, Ed25519PublicKey] = {}
-    for kid, key_file in _require(data, "host_keys", dict, "file").items():
-        try:
-            keys[kid] = load_public_key((base / key_file).read_bytes())
-        except (OSError, ValueError, TypeError):
-            raise ConfigError(f"host_keys: key '{kid}' cannot be loaded") from None
+    keys = {kid: _host_key(kid, entry, base) for kid, entry in _require(data, "host_keys", dict, "file").items()}
     try:
         kek = load_kek(base / _require(server, "kek_file", str, "server"))
     except (OSError, ValueError):

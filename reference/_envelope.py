@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import secrets
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,11 +33,8 @@ class Outcome:
         return self.code is None
 
 
-def new_audit_id() -> str:
-    return "audit_" + secrets.token_hex(16)
-
-
 def envelope(outcome: Outcome, audit_id: str) -> dict[str, Any]:
+    """The envelope of one call; ``audit_id`` is the host's, from the call's binding (EMC-HP-052)."""
     if outcome.ok:
         return {
             "ok": True,

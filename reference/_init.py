@@ -24,12 +24,14 @@ READ_AND_CAPTURE = ["engram_memory_search", "engram_memory_get", "engram_memory_
 TTL_SECONDS = 4  # short, so that the harness can watch a confirmation expire
 CEILING_SECONDS = 30 * 24 * 3600
 PURPOSE = "purpose:conformance"
+ISSUER = "conformance-host"
 
 SCOPES: list[dict[str, Any]] = [
     # The main scope: ungated, secret-scanning admission, retain allowed, two consented families.
+    # agent-observer is granted capture but has no capture authority here: its captures are UNAUTHORIZED.
     {"tenant": "acme", "workspace": "research", "memory": True, "admission_policy": "secret-scan",
      "allow_retain": True, "consented_families": ["family:alpha", "family:beta"],
-     "confirm_capture": False, "confirm_admission": False},
+     "confirm_capture": False, "confirm_admission": False, "capture_denied_principals": ["agent-observer"]},
     # Same tenant, second workspace: capture and admission need a human confirmation here.
     {"tenant": "acme", "workspace": "ops", "memory": True, "admission_policy": "secret-scan",
      "allow_retain": False, "consented_families": [], "confirm_capture": True, "confirm_admission": True},
@@ -43,7 +45,7 @@ SCOPES: list[dict[str, Any]] = [
     {"tenant": "initech", "workspace": "research", "memory": False, "admission_policy": "secret-scan",
      "allow_retain": False, "consented_families": [], "confirm_capture": False, "confirm_admission": False},
 ]
-PRINCIPALS = {"agent-full": ALL_TOOLS, "agent-limited": READ_AND_CAPTURE}
+PRINCIPALS = {"agent-full": ALL_TOOLS, "agent-limited": READ_AND_CAPTURE, "agent-observer": READ_AND_CAPTURE}
 
 
 def _toml(value: Any) -> str:
@@ -111,9 +113,12 @@ def write_configuration(directory: Path, *, seed: str) -> list[Path]:
         "",
         *transport_toml_lines(),
         "",
-        "# Host keys this server trusts, by JWS key id.",
-        "[host_keys]",
-        f'"{kid}" = "keys/host.pub.pem"',
+        "# Host keys this server trusts, by JWS key id, each with the issuers (iss) and tenants it is",
+        "# trusted for: a binding for any other issuer or tenant is refused (-32603).",
+        f"[host_keys.{_toml(kid)}]",
+        'public_key_file = "keys/host.pub.pem"',
+        f"issuers = {_toml([ISSUER])}",
+        f"tenants = {_toml(sorted({scope['tenant'] for scope in SCOPES}))}",
         *_scope_tables("scopes"),
     ]
     written.append(_write(directory / "server.toml", "\n".join(server) + "\n"))
@@ -124,7 +129,7 @@ def write_configuration(directory: Path, *, seed: str) -> list[Path]:
         "",
         "[binding]",
         'kind = "signed-meta"',
-        'issuer = "conformance-host"',
+        f"issuer = {_toml(ISSUER)}",
         f"kid = {_toml(kid)}",
         'private_key_file = "keys/host.key.pem"',
         f"purpose_ref = {_toml(PURPOSE)}",

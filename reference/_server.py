@@ -10,6 +10,7 @@ table's constant envelopes, or the two constant JSON-RPC errors.
 from __future__ import annotations
 
 import logging
+import secrets
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -35,6 +36,7 @@ from engram_mcp.contract.binding import (
     check_retry,
     confirmation_message,
     confirmation_required,
+    deadline_passed,
     is_approval,
     operation_target,
     supports_form_elicitation,
@@ -44,7 +46,7 @@ from engram_mcp.reference._audit import AuditJournal
 from engram_mcp.reference._config import ServerConfig
 from engram_mcp.reference._core import Engine, scope_of
 from engram_mcp.reference._crypto import AesGcmCipher
-from engram_mcp.reference._envelope import Outcome, envelope, new_audit_id, tool_result
+from engram_mcp.reference._envelope import Outcome, envelope, tool_result
 from engram_mcp.reference._store import Store
 
 log = logging.getLogger("engram_mcp.reference")
@@ -97,6 +99,12 @@ def _integral(value: Any) -> Any:
     if isinstance(value, list):
         return [_integral(v) for v in value]
     return value
+
+
+def _journal_id(binding: Binding) -> str:
+    """The journal's id of a call: the host's auditId, or, for a call refused without one, a local id
+    that never reaches a client."""
+    return binding.audit_id or "unnamed_" + secrets.token_hex(16)
 
 
 def _unforeseen(tool: str) -> Outcome:
@@ -160,14 +168,26 @@ class ReferenceServer:
         if binding is None:
             raise _protocol_error(_UNTRUSTED)
         tool = params.name
+        if binding.audit_id is None:  # the host names every call it makes (EMC-HP-053)
+            log.info("binding refused: missing_audit_id")
+            await self._audit_quietly(binding, tool if tool in _CONTRACT.tools else "unknown", str(_UNTRUSTED.jsonrpc_code))
+            raise _protocol_error(_UNTRUSTED)
         if tool not in self.config.tools_for(scope_of(binding), binding.principal):
             await self._audit_quietly(binding, tool if tool in _CONTRACT.tools else "unknown", str(_UNKNOWN_TOOL.jsonrpc_code))
             raise _protocol_error(_UNKNOWN_TOOL)
-        audit_id = new_audit_id()
+        audit_id = binding.audit_id
         try:
-            result = await self._guarded_call(ctx, params, tool, binding, audit_id)
+            if deadline_passed(binding):  # on arrival: nothing is read or written (EMC-HP-055)
+                result: Outcome | types.InputRequiredResult = Outcome(code="DEADLINE_EXCEEDED")
+            else:
+                result = await self._guarded_call(ctx, params, tool, binding, audit_id)
         except MCPError as refusal:
             await self._audit_quietly(binding, tool, str(refusal.error.code))
+            raise
+        except anyio.get_cancelled_exc_class():
+            # notifications/cancelled: the SDK drops the answer; the journal still records the call (EMC-HP-058).
+            with anyio.CancelScope(shield=True):
+                await self._audit_quietly(binding, tool, "cancelled")
             raise
         except Exception:  # anything unforeseen leaves as a constant envelope, never as text
             log.exception("tool call failed")
@@ -176,7 +196,8 @@ class ReferenceServer:
             await self._audit_quietly(binding, tool, "input_required")
             return result
         try:
-            await self._audit(binding, tool, result.code or "ok", audit_id)
+            with anyio.CancelScope(shield=True):  # a commit that beat a cancellation is still journaled
+                await self._audit(binding, tool, result.code or "ok", audit_id)
         except Exception:  # an unrecorded call cannot be vouched for
             log.exception("audit journal write failed")
             result = _unforeseen(tool)
@@ -195,6 +216,8 @@ class ReferenceServer:
         arguments = _integral(arguments)
         if _purpose(tool, arguments) not in (None, binding.purpose_ref):
             raise _protocol_error(_UNTRUSTED)
+        if tool == "engram_memory_capture" and not self.config.may_capture(scope_of(binding), binding.principal):
+            return Outcome(code="UNAUTHORIZED")  # granted the tool, not the authority in this scope (EMC-HP-059)
         if _CONTRACT.tools[tool].idempotent:
             replay = await anyio.to_thread.run_sync(self.engine.replay, tool, binding, arguments)
             if replay is not None:
@@ -212,6 +235,8 @@ class ReferenceServer:
                 return gate
             if gate is None or time.time() - gate > CONFIRMATION_EXECUTE_WITHIN:
                 return Outcome(code="gate_failed")
+        if deadline_passed(binding):  # again after any wait, before the reservation and the commit (EMC-HP-056)
+            return Outcome(code="DEADLINE_EXCEEDED")
         return await anyio.to_thread.run_sync(self.engine.call, tool, binding, arguments, datetime.now(UTC))
 
     async def _confirm(
@@ -255,7 +280,7 @@ class ReferenceServer:
         return time.time() if is_approval(answer) else None
 
     async def _audit(self, binding: Binding, tool: str, outcome: str, audit_id: str | None = None) -> None:
-        await anyio.to_thread.run_sync(partial(self.audit.append, audit_id or new_audit_id(), binding, tool, outcome))
+        await anyio.to_thread.run_sync(partial(self.audit.append, audit_id or _journal_id(binding), binding, tool, outcome))
 
     async def _audit_quietly(self, binding: Binding, tool: str, outcome: str) -> None:
         """Record a refused call; a failure to record never changes the refusal the client gets."""

@@ -84,7 +84,8 @@ def private_paths(config: ServerConfig) -> list[tuple[Path, int]]:
         return paths
     base = config.path.parent
     server = data.get("server", {})
-    named = [server.get("kek_file"), server.get("http_bearer_token_file"), *data.get("host_keys", {}).values()]
+    keys = [entry.get("public_key_file") for entry in data.get("host_keys", {}).values() if isinstance(entry, dict)]
+    named = [server.get("kek_file"), server.get("http_bearer_token_file"), *keys]
     for key_file in named:
         if isinstance(key_file, str):
             paths.append((base / key_file, PRIVATE_FILE))

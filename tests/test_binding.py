@@ -103,6 +103,7 @@ def test_round_trip(host: HostKey, trusted: Trusted) -> None:
         issued_at=NOW,
         expires_at=NOW + 60,
         token_id=unverified_claims(token)["jti"],
+        audit_id=unverified_claims(token)["audit_id"],
     )
     assert jwt.get_unverified_header(token) == {"alg": "EdDSA", "kid": KID, "typ": b.BINDING_TOKEN_TYPE}
 
@@ -113,7 +114,7 @@ def test_minted_claims_match_the_schema(host: HostKey) -> None:
     assert list(validator.iter_errors(claims)) == []
     schema = CONTRACT.data_schema("binding-claims")
     assert schema["additionalProperties"] is False
-    assert set(schema["properties"]) - set(schema["required"]) == {"nbf"}
+    assert set(schema["properties"]) - set(schema["required"]) == {"nbf", "audit_id", "deadline"}
 
 
 def test_each_mint_has_a_fresh_token_id(host: HostKey) -> None:
@@ -223,6 +224,12 @@ def test_missing_claim(host: HostKey, trusted: Trusted, claim: str) -> None:
         {"exp": True},
         {"nbf": 1.5},
         {"exp": NOW},  # not after iat
+        {"audit_id": ""},
+        {"audit_id": "audit id with spaces"},
+        {"audit_id": "a" * 257},
+        {"audit_id": "audit_é"},
+        {"deadline": "soon"},
+        {"deadline": -1},
     ],
     ids=repr,
 )
@@ -238,6 +245,23 @@ def test_trusted_host_narrowing(host: HostKey) -> None:
     assert reason(mint(host, workspace="workspace:9"), narrow) == "scope_not_served"
     assert b.verify_binding(mint(host, tenant="tenant:b", workspace="workspace:9"), narrow, audience=AUDIENCE, now=NOW)
     assert reason(mint(host, issuer="host:other"), narrow) == "wrong_issuer"
+
+
+def test_a_key_is_trusted_for_named_issuers_and_tenants(host: HostKey) -> None:
+    trusted = {KID: b.TrustedHost(host[1], issuers=frozenset({"host:test", "host:gateway"}),
+                                  tenants=frozenset({"tenant:a", "tenant:b"}))}
+    assert b.verify_binding(mint(host, tenant="tenant:b"), trusted, audience=AUDIENCE, now=NOW).tenant == "tenant:b"
+    assert b.verify_binding(mint(host, iss="host:gateway"), trusted, audience=AUDIENCE, now=NOW).issuer == "host:gateway"
+    assert reason(mint(host, tenant="tenant:z"), trusted) == "tenant_not_trusted"
+    assert reason(mint(host, iss="host:other"), trusted) == "wrong_issuer"
+
+
+def test_audit_id_and_deadline_reach_the_binding(host: HostKey, trusted: Trusted) -> None:
+    bound = b.verify_binding(mint(host, audit_id="host-audit-1", deadline=NOW + 2.5), trusted, audience=AUDIENCE, now=NOW)
+    assert (bound.audit_id, bound.deadline) == ("host-audit-1", NOW + 2.5)
+    assert b.verify_binding(mint(host, audit_id=None), trusted, audience=AUDIENCE, now=NOW).audit_id is None
+    assert not b.deadline_passed(bound, now=NOW + 2.4) and b.deadline_passed(bound, now=NOW + 2.5)
+    assert not b.deadline_passed(b.verify_binding(mint(host), trusted, audience=AUDIENCE, now=NOW), now=NOW + 10**9)
 
 
 def test_reasons_are_short_constant_tokens() -> None:

@@ -111,11 +111,12 @@ def test_advertised_output_schemas_accept_what_the_tool_sends(world: World) -> N
 @check("discovery.opted-out-sees-nothing", "EMC-DISC-004", "EMC-HP-016")
 @pytest.mark.parametrize("kind", ["opted-out", "never-configured"])
 def test_a_scope_not_opted_in_discovers_no_tool(world: World, kind: str) -> None:
-    """A tenant the host has not opted in — or never configured at all — discovers no memory tool."""
+    """A scope the host has not opted in — or a workspace of a trusted tenant never configured at all — discovers no
+    memory tool. (A tenant the host key is not trusted for is refused instead: host.foreign-tenant.)"""
     if kind == "opted-out":
         scope = world.need(world.profile.opted_out(), "not-opted-in")
     else:
-        scope = dataclasses.replace(world.primary, tenant="tenant-" + unique("never"))
+        scope = dataclasses.replace(world.primary, workspace="workspace-" + unique("never"))
     principal = next(iter(sorted(scope.principals)), "conformance-agent")
     names = [t["name"] for t in listed(world, world.host.meta(scope, principal))]
     world.evidence.add("tools", names)
@@ -138,8 +139,8 @@ def test_an_unavailable_tool_is_the_unknown_tool_error(world: World, kind: str) 
     elif kind == "opted-out":
         scope = world.need(world.profile.opted_out(), "not-opted-in")
         principal = next(iter(sorted(scope.principals)), "conformance-agent")
-    elif kind == "never-configured":
-        scope = dataclasses.replace(world.primary, tenant="tenant-" + unique("never"))
+    elif kind == "never-configured":  # a workspace never configured, of a tenant the host key is trusted for
+        scope = dataclasses.replace(world.primary, workspace="workspace-" + unique("never"))
     else:
         principal = "principal-" + unique("ungranted")
     meta = world.host.meta(scope, principal or world.principal(scope))

@@ -45,7 +45,7 @@ TOOL_IDS = [t.removeprefix("engram_memory_") for t in TOOLS]
 SEARCH, GET, CAPTURE, ADMIT, WITHDRAW, FORGET = (fuzz.SEARCH, fuzz.GET, fuzz.CAPTURE, fuzz.ADMIT, fuzz.WITHDRAW,
                                                  fuzz.FORGET)
 AUDIT_MIN, AUDIT_MAX = CONTRACT.limit("audit_id.min_chars"), CONTRACT.limit("audit_id.max_chars")
-AUDIT_PIN = "EMC-HP-052"  # profile: the host profile's auditId (its length bound among it)
+AUDIT_PIN = "EMC-HP-052"  # the host's auditId, echoed (its length bound among it)
 SUCCESS_KEYS = frozenset({"ok", "output", "auditId", "redactionClass"})
 FAILURE_KEYS = frozenset({"ok", "auditId", "redactionClass", "error"})
 ERROR_KEYS = frozenset({"code", "message", "retriable"})
@@ -594,8 +594,8 @@ def test_no_reply_repeats_what_the_arguments_said(world: World, harness: Any, to
 
 @check("envelope.audit-id", "EMC-ENV-002", "EMC-ENV-003", "EMC-HP-052")
 def test_every_envelope_has_its_own_audit_id(world: World, harness: Any) -> None:
-    """auditId is a string never seen before in the run; its form is the target's own (the host profile's
-    audit_id.min_chars to audit_id.max_chars bound is a profile pin)."""
+    """auditId is a string never seen before in the run: the host mints a fresh one for every call, so a repeat
+    means the target did not echo it (host.audit-echo compares each with the one sent)."""
     observed = envelopes(world, harness)
     state = run_state(harness)
     problems = []

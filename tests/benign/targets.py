@@ -45,7 +45,6 @@ import mcp_types as types
 from mcp.server import ServerRequestContext
 
 from engram_mcp.contract import load, profile_digest, receipt_digest
-from engram_mcp.reference import _envelope
 from engram_mcp.reference._config import load_config
 from engram_mcp.reference._envelope import tool_result
 from engram_mcp.reference._serve import run_stdio
@@ -304,14 +303,19 @@ def pretty_text_copy(server: VariantServer) -> None:
     server.render = render
 
 
-@variant("uuid-audit-ids", freedom="auditId is opaque: unique per call, in any form")
-def uuid_audit_ids(server: VariantServer) -> None:
-    """auditId is a random UUID in its canonical text form."""
+@variant("deadline-clock-behind", freedom="a server judges a deadline on its own clock, within binding.clock_skew of the host's")
+def deadline_clock_behind(server: VariantServer) -> None:
+    """The server's clock runs one second behind the host's when it judges deadlines."""
+    import time
+
     import engram_mcp.reference._server as reference_server
 
-    # The reference names its audit ids through one function; this server mints UUIDs instead.
-    reference_server.new_audit_id = lambda: str(uuid.uuid4())
-    _envelope.new_audit_id = reference_server.new_audit_id
+    real = reference_server.deadline_passed
+
+    def behind(binding: Any, now: float | None = None) -> bool:
+        return real(binding, (time.time() if now is None else now) - 1.0)
+
+    reference_server.deadline_passed = behind  # type: ignore[attr-defined]
 
 
 @variant("result-meta", freedom="MCP lets any result carry _meta; the envelope itself stays exact")

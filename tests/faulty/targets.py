@@ -62,6 +62,7 @@ from engram_mcp.contract.binding import (
     verify_binding,
 )
 from engram_mcp.reference import _search as search_index
+from engram_mcp.reference import _server as reference_server
 from engram_mcp.reference._config import load_config
 from engram_mcp.reference._core import _as_replay, _intent, scope_of
 from engram_mcp.reference._envelope import Outcome, Refusal, tool_result
@@ -1102,6 +1103,83 @@ def retry_rejudged_by_clock(server: FaultyServer) -> None:
         return verdict(tool, arguments, now=now or datetime.now(UTC))
 
     oracle.verdict = clocked  # type: ignore[method-assign]
+
+
+# -- host-owned call context: auditId, deadline, cancellation, key trust, capture authority ---------------------------
+
+
+@variant("audit-id-minted-by-server", breaks=["EMC-HOST-014", "EMC-HP-052"], caught_by=["host.audit-echo"], era="modern")
+def audit_id_minted_by_server(server: FaultyServer) -> None:
+    """The envelope carries an auditId the server made up, not the one the host bound to the call."""
+
+    def rewrite(ctx: Any, params: Any, envelope: dict[str, Any]) -> dict[str, Any]:
+        envelope["auditId"] = "audit_" + secrets.token_hex(16)
+        return envelope
+
+    server.rewrites.append(rewrite)
+
+
+def _deadline_judge(judge: Callable[[str], bool]) -> None:
+    """Replace the server's deadline test; ``judge`` gets the name of the function asking."""
+    real = reference_server.deadline_passed
+
+    def patched(binding: Any, now: float | None = None) -> bool:
+        return judge(sys._getframe(1).f_code.co_name) and real(binding, now)
+
+    reference_server.deadline_passed = patched  # type: ignore[attr-defined]
+
+
+@variant("deadline-ignored", breaks=["EMC-HOST-015", "EMC-HP-054"], caught_by=["host.deadline-passed"], era="legacy")
+def deadline_ignored(server: FaultyServer) -> None:
+    """The binding's deadline is read and never acted on: a call past it runs."""
+    _deadline_judge(lambda caller: False)
+
+
+@variant("deadline-judged-on-arrival-only", breaks=["EMC-HOST-015", "EMC-HP-055"],
+         caught_by=["host.deadline-during-confirmation"], era="legacy")
+def deadline_judged_on_arrival_only(server: FaultyServer) -> None:
+    """The deadline is judged when the call arrives, not again once the human has answered."""
+    _deadline_judge(lambda caller: caller == "_call_tool")
+
+
+@variant("cancelled-call-executes", breaks=["EMC-HOST-016", "EMC-HP-056"], caught_by=["host.cancel-before-commit"],
+         era="legacy")
+def cancelled_call_executes(server: FaultyServer) -> None:
+    """notifications/cancelled does not stop a call: it keeps waiting for the approval, then commits."""
+    guarded = server._guarded_call
+
+    async def shielded(*args: Any) -> Any:
+        with anyio.CancelScope(shield=True):
+            return await guarded(*args)
+
+    server._guarded_call = shielded  # type: ignore[method-assign]
+
+
+def _trust_widened(server: FaultyServer, **widened: None) -> None:
+    keys = server.config.trusted_keys
+    for kid, host in list(keys.items()):
+        keys[kid] = dataclasses.replace(host, **widened)  # type: ignore[index]
+
+
+@variant("foreign-tenant-memory-off", breaks=["EMC-HOST-011", "EMC-HP-008"], caught_by=["host.foreign-tenant"],
+         era="modern")
+def foreign_tenant_memory_off(server: FaultyServer) -> None:
+    """A key is trusted for any tenant: a tenant it was never trusted for reads as memory off (-32602, empty list)."""
+    _trust_widened(server, tenants=None)
+
+
+@variant("foreign-issuer-accepted", breaks=["EMC-HOST-011", "EMC-HP-008"], caught_by=["host.foreign-issuer"],
+         era="legacy")
+def foreign_issuer_accepted(server: FaultyServer) -> None:
+    """A key is trusted whatever issuer the binding names."""
+    _trust_widened(server, issuers=None)
+
+
+@variant("capture-without-authority", breaks=["EMC-CAP-018", "EMC-HP-057"], caught_by=["host.capture-unauthorized"],
+         era="modern")
+def capture_without_authority(server: FaultyServer) -> None:
+    """A principal granted capture may capture in every scope, whatever authority the scope denies it."""
+    object.__setattr__(server.config, "may_capture", lambda scope, principal: True)
 
 
 # -- running the harness against a variant ------------------------------------------------------------------------------

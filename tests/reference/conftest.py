@@ -35,6 +35,7 @@ from typing import Any, cast
 
 import anyio
 import httpx2
+import jwt
 import mcp_types as types
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -66,7 +67,7 @@ _SCRIPT = Path(sys.executable).parent / "engram-reference"
 ENGRAM = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "engram_mcp.reference._cli"]
 UNTRUSTED = CONTRACT.protocol_errors["trusted_context_unavailable"]
 UNKNOWN_TOOL = CONTRACT.protocol_errors["unknown_tool"]
-AUDIT_ID = re.compile(r"^[A-Za-z0-9_-]+$")
+AUDIT_ID = re.compile(r"^[\x21-\x7e]+$")  # the host's, printable ASCII (EMC-HP-053)
 ERAS = ("legacy", "modern")
 
 _RESULT = TypeAdapter(types.CallToolResult | types.InputRequiredResult)
@@ -119,8 +120,12 @@ class ReferenceDir:
         lines = []
         if "server" in data:
             lines += ["[server]", *(f"{k} = {_toml(v)}" for k, v in data["server"].items()), ""]
-        if "host_keys" in data:
-            lines += ["[host_keys]", *(f"{json.dumps(kid)} = {_toml(file)}" for kid, file in data["host_keys"].items())]
+        bare = {kid: entry for kid, entry in data.get("host_keys", {}).items() if not isinstance(entry, dict)}
+        if bare:  # the older layout, which a configuration no longer accepts
+            lines += ["[host_keys]", *(f"{json.dumps(kid)} = {_toml(v)}" for kid, v in bare.items()), ""]
+        for kid, entry in data.get("host_keys", {}).items():
+            if kid not in bare:
+                lines += [f"[host_keys.{json.dumps(kid)}]", *(f"{k} = {_toml(v)}" for k, v in entry.items()), ""]
         for scope in data.get("scopes", []):
             lines += ["", "[[scopes]]"]
             lines += [f"{k} = {_toml(v)}" for k, v in scope.items() if k != "principals"]
@@ -491,7 +496,7 @@ class McpClient:
             )
         if isinstance(result, types.CallToolResult):
             env = check_envelope(tool, result)
-            assert env["auditId"] not in self.audit_ids, "every call gets its own auditId"
+            assert env["auditId"] == bound_audit_id(meta), "the envelope echoes the host's auditId (EMC-HP-052)"
             self.audit_ids.add(env["auditId"])
         else:
             assert self.modern, "only the modern era answers with InputRequiredResult"
@@ -508,12 +513,15 @@ class McpClient:
         **binding: Any,
     ) -> Result:
         """A bound call whose envelope the test wants; a modern-era request for input is answered by the Confirmer."""
-        if meta is None and bind:
+        minted = meta is None and bind
+        if minted:
             meta = self.host.meta(**binding)
         result = await self.raw(tool, arguments, meta, timeout=timeout)
         if isinstance(result, types.InputRequiredResult):
             request = result.input_requests[CONFIRMATION_INPUT_KEY]
             self.confirmer.asked.append(request.params.model_dump(by_alias=True, exclude_none=True))
+            if minted:  # the retry is a call of its own, with its own audit id (EMC-HP-009)
+                meta = self.host.meta(**binding)
             result = await self.raw(tool, arguments, meta, request_state=result.request_state,
                                     input_responses=self.confirmer.input_responses(), timeout=timeout)
             assert isinstance(result, types.CallToolResult), "one confirmation round is enough"
@@ -532,6 +540,12 @@ class McpClient:
         result = await self.raw(tool, arguments, meta)
         assert isinstance(result, types.InputRequiredResult), f"expected a request for input, got {result}"
         return result
+
+
+def bound_audit_id(meta: dict[str, Any] | None) -> str | None:
+    """The audit_id claim of the binding in ``meta`` (read without verifying: the server has verified it)."""
+    token = (meta or {}).get(HOST_BINDING_META_KEY)
+    return jwt.decode(token, options={"verify_signature": False}).get("audit_id") if isinstance(token, str) else None
 
 
 def assert_protocol_error(error: MCPError, expected: Any) -> None:

@@ -26,12 +26,12 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from engram_mcp.contract import ZERO_DIGEST, canonical_bytes, receipt_digest
-from engram_mcp.contract.binding import HOST_BINDING_META_KEY, Binding, Sealer, capture_candidate_id
+from engram_mcp.contract.binding import HOST_BINDING_META_KEY, Binding, Sealer, capture_candidate_id, new_audit_id
 from engram_mcp.reference import _search as search
 from engram_mcp.reference._config import ConfigError, load_config
 from engram_mcp.reference._core import Engine, ScopePolicy
 from engram_mcp.reference._crypto import AesGcmCipher
-from engram_mcp.reference._envelope import Outcome, Refusal, envelope, new_audit_id, tool_result
+from engram_mcp.reference._envelope import Outcome, Refusal, envelope, tool_result
 from engram_mcp.reference._policy import AcceptAll, AlwaysAdjudicate, RejectAll
 from engram_mcp.reference._ports import AdmissionPolicy, Scope, Sealed
 from engram_mcp.reference._server import ReferenceServer
@@ -343,6 +343,7 @@ def test_tool_result_carries_the_envelope_twice() -> None:
 
 
 def test_audit_ids_are_fresh_and_opaque() -> None:
+    """What a host mints by default (the server only echoes the host's)."""
     ids = {new_audit_id() for _ in range(200)}
     assert len(ids) == 200
     assert all(CONTRACT.limit("audit_id.min_chars") <= len(i) <= CONTRACT.limit("audit_id.max_chars") for i in ids)
@@ -409,8 +410,15 @@ CONFIG_ERRORS = {
     "audience not a string": lambda d: d["server"].update(audience=7),
     "kek file missing": lambda d: d["server"].update(kek_file="keys/absent.bin"),
     "kek file of the wrong size": lambda d: d["server"].update(kek_file="keys/host.pub.pem"),
-    "host key missing": lambda d: d["host_keys"].update({"other": "keys/absent.pem"}),
-    "host key not a key": lambda d: d["host_keys"].update({"other": "keys/http-bearer.txt"}),
+    "host key missing": lambda d: d["host_keys"].update(
+        {"other": {"public_key_file": "keys/absent.pem", "issuers": ["h"], "tenants": ["t"]}}),
+    "host key not a key": lambda d: d["host_keys"].update(
+        {"other": {"public_key_file": "keys/http-bearer.txt", "issuers": ["h"], "tenants": ["t"]}}),
+    "host key as a bare path": lambda d: d["host_keys"].update({"other": "keys/host.pub.pem"}),
+    "host key without tenants": lambda d: next(iter(d["host_keys"].values())).pop("tenants"),
+    "host key without issuers": lambda d: next(iter(d["host_keys"].values())).pop("issuers"),
+    "host key trusted for no tenant": lambda d: next(iter(d["host_keys"].values())).update(tenants=[]),
+    "capture-denied principals as text": scope_setting("capture_denied_principals", "agent-x"),
     "scope without tenant": lambda d: d["scopes"][0].pop("tenant"),
     "scope without principals": lambda d: d["scopes"][0].pop("principals"),
     "unknown tool granted": lambda d: d["scopes"][0]["principals"].update({"agent-x": ["engram_memory_admin"]}),

@@ -84,8 +84,9 @@ async def test_discovery_lists_exactly_the_granted_tools(client: McpClient) -> N
 
 
 async def test_a_scope_not_opted_in_has_no_tools(client: McpClient) -> None:
-    """EMC-HP-016: a scope the configuration does not opt in, listed or not, is a scope with memory off."""
-    for meta in (client.host.meta("initech", "research"), client.host.meta("umbrella", "research")):
+    """EMC-HP-016: a scope of a tenant the key is trusted for that the configuration does not opt in, listed or not,
+    is a scope with memory off (a tenant the key is not trusted for is refused: test_e2e_host_context)."""
+    for meta in (client.host.meta("initech", "research"), client.host.meta("acme", "never-configured")):
         assert names(await client.list_tools(meta)) == []
         assert_protocol_error(await client.protocol_error("engram_memory_search", search_args("x"), meta), UNKNOWN_TOOL)
 

@@ -1,0 +1,256 @@
+"""Host-owned context the binding carries besides the scope: the auditId, the deadline, cancellation,
+the keys' trusted tenants and issuers, and capture authority (host profile §1.7 to §1.9).
+
+Deadlines in the past or future are set well beyond ``binding.clock_skew``, so a
+correct server on a slightly different clock passes. The two waits a server
+makes only in the legacy era (the confirmation it asks for) are exercised there;
+in 2026-07-28 the server never waits for the host, so those checks are not
+applicable, and say why.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from typing import Any
+
+import pytest
+
+from engram_mcp.conformance._checks import check, not_applicable, require
+from engram_mcp.conformance._connect import Reply
+from engram_mcp.conformance._profile import ScopeProfile
+from engram_mcp.conformance._world import World, capture_arguments, fresh_key, unknown_record
+from engram_mcp.contract import load
+
+CONTRACT = load()
+UNTRUSTED = CONTRACT.protocol_errors["trusted_context_unavailable"]
+UNKNOWN_TOOL = CONTRACT.protocol_errors["unknown_tool"]
+SKEW = CONTRACT.limit("binding.clock_skew")
+SEARCH, GET, CAPTURE = "engram_memory_search", "engram_memory_get", "engram_memory_capture"
+ADMIT, WITHDRAW, FORGET = "engram_memory_request_admission", "engram_memory_withdraw", "engram_memory_forget"
+PAST = 12 * SKEW  # seconds: a deadline this far behind has passed on any clock within the skew
+FUTURE = 60 * SKEW
+NEAR = 1.0  # seconds ahead: a deadline that passes while the server waits for a confirmation
+MODERN_NEVER_WAITS = ("in 2026-07-28 a server never waits for the host within a call: a confirmation is a new call "
+                      "with its own binding, judged on arrival (host.deadline-passed)")
+
+
+def _audit_id() -> str:
+    return f"conformance-audit-{secrets.token_hex(12)}"
+
+
+def _rpc_error(reply: Reply) -> tuple[Any, Any] | None:
+    return ((reply.error or {}).get("code"), (reply.error or {}).get("message")) if reply.kind == "error" else None
+
+
+def _seen(reply: Reply) -> dict[str, Any]:
+    envelope = reply.envelope if isinstance(reply.envelope, dict) else {}
+    value = reply.value or {}
+    return {"kind": reply.kind, "code": reply.code, "auditId": envelope.get("auditId"),
+            "replayed": value.get("replayed"), "status": value.get("status")}
+
+
+# -- auditId ---------------------------------------------------------------------------------------
+
+
+@check("host.audit-echo", "EMC-HOST-014", "EMC-HP-052")
+@pytest.mark.parametrize("case", ["success", "failure", "two-calls", "auditId-in-arguments"])
+def test_the_envelope_echoes_the_hosts_audit_id(world: World, case: str) -> None:
+    """The envelope's auditId is exactly the one the host bound to that call: on success and on failure, each call
+    its own, and never one written in the arguments (which stay INVALID_SCHEMA)."""
+    scope = world.primary
+    principal = world.principal(scope, {SEARCH})
+    purpose = world.profile.purpose_ref
+    arguments: dict[str, Any] = {"query": "ledger", "purpose_ref": purpose}
+    if case == "failure":
+        arguments = {"query": "", "purpose_ref": purpose}
+    elif case == "auditId-in-arguments":
+        arguments = {**arguments, "auditId": _audit_id()}
+    world._require_offered(SEARCH, scope, principal)
+    sent = [_audit_id() for _ in range(2 if case == "two-calls" else 1)]
+    replies = [world.call(SEARCH, arguments, meta=world.host.meta(scope, principal, audit_id=a)) for a in sent]
+    world.evidence.add("sent", sent)
+    world.evidence.add("replies", [_seen(r) for r in replies])
+    for reply in replies:
+        require(reply.kind == "result" and isinstance(reply.envelope, dict), f"search answered {reply.kind}")
+    expected_code = {"success": None, "two-calls": None}.get(case, "INVALID_SCHEMA")
+    assert [r.code for r in replies] == [expected_code] * len(replies), "the call did not end as the case needs"
+    assert [r.envelope.get("auditId") for r in replies] == sent, "the envelope does not echo the host's auditId"
+
+
+@check("host.audit-required", "EMC-HP-053")
+def test_a_call_without_an_audit_id_is_refused(world: World) -> None:
+    """A binding without audit_id is refused on tools/call (-32603, nothing runs) and accepted on tools/list."""
+    scope = world.primary
+    principal = world.principal(scope, {SEARCH})
+    world._require_offered(SEARCH, scope, principal)
+    require("missing_audit_id" in world.host.forgeries, "the host adapter cannot leave out the audit id")
+    meta = world.host.forged("missing_audit_id", scope, principal)
+    listed = world.conn.list_tools(meta)
+    called = world.conn.call(SEARCH, {"query": "ledger", "purpose_ref": world.profile.purpose_ref}, meta)
+    world.evidence.add("list", {"kind": listed.kind, "error": listed.error})
+    world.evidence.add("call", _seen(called))
+    assert listed.kind == "result" and SEARCH in {t.get("name") for t in listed.result.get("tools", [])}, (
+        "tools/list refused a binding without audit_id")
+    assert _rpc_error(called) == (UNTRUSTED.jsonrpc_code, UNTRUSTED.message), "a call without audit_id was served"
+
+
+# -- deadline --------------------------------------------------------------------------------------
+
+
+def _target(world: World, tool: str, scope: ScopeProfile) -> dict[str, Any]:
+    """Arguments for one call of ``tool`` on a target made for it (mutations get a fresh key)."""
+    purpose = world.profile.purpose_ref
+    if tool == SEARCH:
+        return {"query": "ledger", "purpose_ref": purpose}
+    if tool == GET:
+        return {"record_id": unknown_record(), "purpose_ref": purpose}
+    if tool == CAPTURE:
+        return capture_arguments(purpose)
+    if tool == FORGET:
+        record_id, _ = world.accepted_record(scope=scope)
+        return {"record_id": record_id, "idempotency_key": fresh_key(), "reason_ref": "reason:conformance"}
+    _, captured = world.capture(scope=scope, principal=world.principal(scope, {CAPTURE, tool}))
+    extra = {"reason_ref": "reason:conformance"} if tool == WITHDRAW else {}
+    return {"candidate_id": captured["candidate_id"], "idempotency_key": fresh_key(), **extra}
+
+
+def _fresh_run(reply: Reply, tool: str) -> bool:
+    """A first execution, not the replay of an earlier one."""
+    value = reply.value or {}
+    return value.get("status") == "committed_pending" if tool == CAPTURE else value.get("replayed") is False
+
+
+@check("host.deadline-passed", "EMC-HOST-015", "EMC-HP-054")
+@pytest.mark.parametrize("tool", [SEARCH, GET, CAPTURE, ADMIT, WITHDRAW, FORGET], ids=lambda t: t.removeprefix("engram_memory_"))
+def test_a_passed_deadline_changes_nothing(world: World, tool: str) -> None:
+    """A call whose deadline has passed on arrival is DEADLINE_EXCEEDED and changes nothing: the same mutation,
+    retried with the same key before a new deadline, is a first execution."""
+    scope = world.primary
+    principal = world.principal(scope, {tool})
+    world._require_offered(tool, scope, principal)
+    arguments = _target(world, tool, scope)
+    late = world.call(tool, arguments, scope=scope, principal=principal, deadline=time.time() - PAST)
+    world.evidence.add("past_deadline", _seen(late))
+    assert late.kind == "result" and late.code == "DEADLINE_EXCEEDED", f"a passed deadline answered {_seen(late)}"
+    if CONTRACT.tools[tool].mutability == "read-only":
+        return
+    retry = world.call(tool, arguments, scope=scope, principal=principal, deadline=time.time() + FUTURE)
+    world.evidence.add("retry", _seen(retry))
+    require(retry.value is not None, f"the retry before a new deadline did not succeed: {_seen(retry)}")
+    assert _fresh_run(retry, tool), "the call refused for its deadline had taken effect: its retry was a replay"
+
+
+@check("host.deadline-during-confirmation", "EMC-HOST-015", "EMC-HP-055")
+def test_a_deadline_that_passes_during_the_confirmation_stops_the_mutation(world: World) -> None:
+    """The deadline is judged again once the human answers: one that passed meanwhile is DEADLINE_EXCEEDED, nothing
+    is committed, and a retry with the same key is a first execution."""
+    if world.era == "modern":
+        not_applicable(MODERN_NEVER_WAITS)
+    scope = world.primary
+    principal = world.principal(scope, {CAPTURE, WITHDRAW})
+    world._require_offered(WITHDRAW, scope, principal)
+    # Answer after the deadline by as much of the skew as the confirmation's lifetime leaves room for.
+    delay = min(scope.confirmation_ttl_seconds - 1.0, NEAR + SKEW + 1.0)
+    if delay <= NEAR + 0.5:
+        pytest.skip(f"{scope.label}'s confirmation_ttl_seconds ({scope.confirmation_ttl_seconds}) leaves no time to "
+                    f"answer after a deadline {NEAR:g} s ahead: a TTL of {NEAR + 2.5:g} s or more unlocks this check")
+    arguments = _target(world, WITHDRAW, scope)
+    asked = world.conn.elicitations
+    world.conn.answer_delay = delay
+    try:
+        late = world.call(WITHDRAW, arguments, scope=scope, principal=principal, deadline=time.time() + NEAR)
+    finally:
+        world.conn.answer_delay = 0.0
+    world.evidence.add("answered_after_seconds", delay)
+    world.evidence.add("server_clock_lag_tolerated_seconds", round(delay - NEAR, 3))
+    world.evidence.add("near_deadline", _seen(late))
+    assert late.kind == "result" and late.code == "DEADLINE_EXCEEDED", (
+        f"a deadline that passed before the approval answered {_seen(late)}"
+        + ("" if world.conn.elicitations > asked else " (without asking for a confirmation)"))
+    retry = world.call(WITHDRAW, arguments, scope=scope, principal=principal, deadline=time.time() + FUTURE)
+    world.evidence.add("retry", _seen(retry))
+    require(retry.value is not None, f"the retry before a new deadline did not succeed: {_seen(retry)}")
+    assert _fresh_run(retry, WITHDRAW), "the withdraw committed after its deadline: its retry was a replay"
+
+
+# -- cancellation ----------------------------------------------------------------------------------
+
+
+@check("host.cancel-before-commit", "EMC-HOST-016", "EMC-HP-056")
+@pytest.mark.parametrize("tool", [WITHDRAW, FORGET], ids=lambda t: t.removeprefix("engram_memory_"))
+def test_a_call_cancelled_before_it_commits_changes_nothing(world: World, tool: str) -> None:
+    """notifications/cancelled while the server waits for the confirmation: a late approval is ignored, nothing is
+    committed, and a retry with the same key is a first execution."""
+    if world.era == "modern":
+        not_applicable(MODERN_NEVER_WAITS + "; a gated call holds no in-flight window a host can cancel reliably")
+    scope = world.primary
+    principal = world.principal(scope, {tool})
+    world._require_offered(tool, scope, principal)
+    arguments = _target(world, tool, scope)
+    asked = world.conn.elicitations
+    late_answer = 1.0
+    world.conn.cancel_on_elicit, world.conn.answer_delay = True, late_answer
+    try:
+        cancelled = world.call(tool, arguments, scope=scope, principal=principal, answer="accept")
+    finally:
+        world.conn.cancel_on_elicit, world.conn.answer_delay = False, 0.0
+    world.evidence.add("cancelled", _seen(cancelled))
+    require(world.conn.elicitations > asked, f"the server never asked for a confirmation ({_seen(cancelled)})")
+    time.sleep(late_answer + 1.0)  # the late approval has reached the server before the retry goes out
+    retry = world.call(tool, arguments, scope=scope, principal=principal, answer="accept")
+    world.evidence.add("retry", _seen(retry))
+    require(retry.value is not None, f"the retry after the cancellation did not succeed: {_seen(retry)}")
+    assert _fresh_run(retry, tool), f"the cancelled {tool} committed anyway: its retry was a replay"
+
+
+# -- trusted tenants and issuers, capture authority ------------------------------------------------
+
+
+def _refused_everywhere(world: World, forgery: str) -> None:
+    """tools/list and tools/call under the forged binding are both the constant -32603."""
+    scope = world.primary
+    principal = world.principal(scope, {SEARCH})
+    world._require_offered(SEARCH, scope, principal)
+    require(forgery in world.host.forgeries, f"the host adapter cannot forge a {forgery} binding")
+    listed = world.conn.list_tools(world.host.forged(forgery, scope, principal))  # type: ignore[arg-type]
+    called = world.conn.call(SEARCH, {"query": "ledger", "purpose_ref": world.profile.purpose_ref},
+                             world.host.forged(forgery, scope, principal))  # type: ignore[arg-type]
+    world.evidence.add("list", {"kind": listed.kind, "error": listed.error,
+                                "tools": len((listed.result or {}).get("tools", []))})
+    world.evidence.add("call", _seen(called))
+    expected = (UNTRUSTED.jsonrpc_code, UNTRUSTED.message)
+    assert _rpc_error(listed) == expected, f"tools/list under a {forgery} binding answered {listed.kind} {listed.error}"
+    assert _rpc_error(called) == expected, f"tools/call under a {forgery} binding answered {_seen(called)}"
+
+
+@check("host.foreign-tenant", "EMC-HOST-011", "EMC-HP-008")
+def test_a_tenant_the_key_is_not_trusted_for_is_refused(world: World) -> None:
+    """A binding, signed by the trusted key, for a tenant the key is not trusted for: -32603 on list and call."""
+    _refused_everywhere(world, "foreign_tenant")
+
+
+@check("host.foreign-issuer", "EMC-HOST-011", "EMC-HP-008")
+def test_an_issuer_the_key_is_not_trusted_for_is_refused(world: World) -> None:
+    """A binding, signed by the trusted key, in the name of an issuer the key is not trusted for: -32603."""
+    _refused_everywhere(world, "foreign_issuer")
+
+
+@check("host.capture-unauthorized", "EMC-CAP-018", "EMC-HP-057")
+def test_a_capture_without_capture_authority_is_unauthorized(world: World) -> None:
+    """A principal granted capture but without capture authority in the scope gets UNAUTHORIZED; a tool it was never
+    granted stays -32602."""
+    found = world.profile.capture_denied()
+    if found is None:
+        pytest.skip(world.profile.lacks("capture-denied (a principal in capture_denied_principals)"))
+    scope, principal = found
+    world._require_offered(CAPTURE, scope, principal)
+    reply = world.call(CAPTURE, capture_arguments(world.profile.purpose_ref), scope=scope, principal=principal)
+    world.evidence.add("capture", _seen(reply))
+    assert reply.kind == "result" and reply.code == "UNAUTHORIZED", f"a capture without authority answered {_seen(reply)}"
+    ungranted = sorted(set(CONTRACT.tools) - scope.principals[principal])
+    if ungranted:
+        other = world.conn.call(ungranted[0], {}, world.host.meta(scope, principal))
+        world.evidence.add("ungranted", {"tool": ungranted[0], **_seen(other)})
+        assert _rpc_error(other) == (UNKNOWN_TOOL.jsonrpc_code, UNKNOWN_TOOL.message), (
+            "a tool never granted was not the unknown-tool error")
