@@ -27,7 +27,13 @@ from engram_mcp.conformance._connect import (
     leaf_exceptions,
     parse_target,
 )
-from engram_mcp.conformance._host import Confirmer, HostBinding, host_from_profile
+from engram_mcp.conformance._host import (
+    ConfirmationReferences,
+    Confirmer,
+    HostBinding,
+    host_from_profile,
+    references_from_profile,
+)
 from engram_mcp.conformance._profile import Profile, ProfileError, load_profile
 from engram_mcp.conformance._raw import RawSession
 from engram_mcp.conformance._world import Evidence, World
@@ -79,6 +85,7 @@ class Run:
     results: list[Result] = field(default_factory=list)
     raw_sessions: dict[str, RawSession] = field(default_factory=dict)
     _raw_lock: threading.Lock = field(default_factory=threading.Lock)
+    references: ConfirmationReferences | None = None  # the host-reference mode, when the profile declares it
 
     def connection(self, era: str) -> Connection:
         return self.connections[era]
@@ -144,6 +151,7 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         profile = load_profile(Path(config.getoption("--profile"))) if config.getoption("--profile") else Profile.absent()
         host, confirmer = host_from_profile(profile)
+        references = references_from_profile(profile)
         target = parse_target(config.getoption("--target"), headers=profile.http_headers)
         baseline = _baseline(config.getoption("--expected-failures"))
     except (ProfileError, ValueError, OSError) as problem:
@@ -157,6 +165,7 @@ def pytest_configure(config: pytest.Config) -> None:
         timeout=config.getoption("--call-timeout"),
     )
     run = config.stash[_STATE]
+    run.references = references
     run.level, run.deep, run.selected = config.getoption("--level"), config.getoption("--deep"), bool(config.getoption("--select"))
     set_deep(run.deep)
 
@@ -319,7 +328,8 @@ def world(harness: Run, era: str, evidence: Evidence) -> World:
     if harness.connection(era).stalled:
         raise Blocked(f"the target stopped answering in the {era} era: it did not answer several calls in a row "
                       f"within {harness.timeout:g} s each (--call-timeout)")
-    return World(harness.connection(era), harness.host, harness.confirmer, harness.profile, evidence)
+    return World(harness.connection(era), harness.host, harness.confirmer, harness.profile, evidence,
+                 references=harness.references)
 
 
 # -- statuses ------------------------------------------------------------------
