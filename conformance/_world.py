@@ -16,7 +16,12 @@ from typing import Any
 
 from engram_mcp.conformance._checks import Blocked, require
 from engram_mcp.conformance._connect import Connection, Reply
-from engram_mcp.conformance._host import Answer, ConfirmationReferences, Confirmer, HostBinding
+from engram_mcp.conformance._host import (
+    Answer,
+    ConfirmationReferences,
+    Confirmer,
+    HostBinding,
+)
 from engram_mcp.conformance._profile import Profile, ScopeProfile
 from engram_mcp.contract import load, record_id
 

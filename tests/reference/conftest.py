@@ -119,6 +119,8 @@ class ReferenceDir:
         lines = []
         if "server" in data:
             lines += ["[server]", *(f"{k} = {_toml(v)}" for k, v in data["server"].items()), ""]
+        if "confirmation" in data:
+            lines += ["[confirmation]", *(f"{k} = {_toml(v)}" for k, v in data["confirmation"].items()), ""]
         if "host_keys" in data:
             lines += ["[host_keys]", *(f"{json.dumps(kid)} = {_toml(file)}" for kid, file in data["host_keys"].items())]
         for scope in data.get("scopes", []):
