@@ -16,7 +16,7 @@ import pytest
 
 from engram_mcp.conformance._checks import check, not_applicable
 from engram_mcp.conformance._connect import Connection, Reply
-from engram_mcp.conformance._host import ConfirmationReferences
+from engram_mcp.conformance._host import ConfirmationReferences, ReferenceFlaw
 from engram_mcp.conformance._plugin import Run
 from engram_mcp.conformance._profile import NEEDS_PROFILE, ScopeProfile
 from engram_mcp.conformance._world import World, capture_arguments, fresh_key
@@ -175,26 +175,26 @@ def test_a_forged_reference_is_refused(world: World, tool: str, flaw: str) -> No
     assert_refused_and_unchanged(world, tool, arguments, reply, f"{flaw}_reference")
 
 
-@check("confirmation-ref.expired", "EMC-GATE-001", "EMC-GATE-004", "EMC-HP-064")
-def test_an_expired_reference_is_refused(world: World) -> None:
-    """A reference past its exp (by more than the clock skew), approved within the execution window, is gate_failed."""
+def refuse_flawed(world: World, flaw: ReferenceFlaw) -> None:
+    """A withdraw with a reference the host broke this way is gate_failed, and changes nothing."""
     refs = references(world)
     arguments = withdraw_arguments(pending_candidate(world))
     scope = world.primary
-    reference = refs.flawed("expired", scope, world.principal(scope, {WITHDRAW}), WITHDRAW, arguments)
+    reference = refs.flawed(flaw, scope, world.principal(scope, {WITHDRAW}), WITHDRAW, arguments)
     reply = send(world, WITHDRAW, arguments, reference)
-    assert_refused_and_unchanged(world, WITHDRAW, arguments, reply, "expired_reference")
+    assert_refused_and_unchanged(world, WITHDRAW, arguments, reply, f"{flaw}_reference")
+
+
+@check("confirmation-ref.expired", "EMC-GATE-001", "EMC-GATE-004", "EMC-HP-064")
+def test_an_expired_reference_is_refused(world: World) -> None:
+    """A reference past its exp (by more than the clock skew), approved within the execution window, is gate_failed."""
+    refuse_flawed(world, "expired")
 
 
 @check("confirmation-ref.ttl-ceiling", "EMC-GATE-004", "EMC-HP-063", "EMC-HP-064")
 def test_a_reference_valid_longer_than_the_ceiling_is_refused(world: World) -> None:
     """A fresh reference whose exp lies more than confirmation.ttl.max after its approval is gate_failed."""
-    refs = references(world)
-    arguments = withdraw_arguments(pending_candidate(world))
-    scope = world.primary
-    reference = refs.flawed("too_long_lived", scope, world.principal(scope, {WITHDRAW}), WITHDRAW, arguments)
-    reply = send(world, WITHDRAW, arguments, reference)
-    assert_refused_and_unchanged(world, WITHDRAW, arguments, reply, "too_long_lived_reference")
+    refuse_flawed(world, "too_long_lived")
 
 
 OTHER_OPERATIONS = ["capability", "target", "operation"]

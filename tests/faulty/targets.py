@@ -237,6 +237,13 @@ def _modern(ctx: ServerRequestContext) -> bool:
     return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
 
 
+def _can_elicit(ctx: ServerRequestContext) -> bool:
+    """Whether the client declared form elicitation (the reference's own reading of its capabilities)."""
+    capabilities = ctx.session.client_capabilities
+    declared = capabilities.model_dump(by_alias=True, exclude_none=True) if capabilities is not None else None
+    return supports_form_elicitation(declared, ctx.protocol_version)
+
+
 def _error_rewrite(server: FaultyServer, change: Callable[[ServerRequestContext, Any, dict[str, Any], dict[str, Any]], None]) -> None:
     """Rewrite failure envelopes: ``change(ctx, params, envelope, error)`` edits the error in place."""
 
@@ -657,9 +664,7 @@ def no_elicitation_runs_unconfirmed(server: FaultyServer) -> None:
     confirm = server._confirm
 
     async def skip(ctx: Any, params: Any, tool: str, binding: Any, arguments: Any, ttl: int) -> Any:
-        capabilities = ctx.session.client_capabilities
-        declared = capabilities.model_dump(by_alias=True, exclude_none=True) if capabilities is not None else None
-        if not supports_form_elicitation(declared, ctx.protocol_version):
+        if not _can_elicit(ctx):
             return time.time()
         return await confirm(ctx, params, tool, binding, arguments, ttl)
 
@@ -714,11 +719,8 @@ def reference_missing_runs_unconfirmed(server: FaultyServer) -> None:
     gate = server._gate
 
     async def lenient(ctx: Any, params: Any, tool: str, binding: Any, arguments: Any, ttl: int) -> Any:
-        if binding_module.CONFIRMATION_REF_META_KEY not in (ctx.meta or {}):
-            capabilities = ctx.session.client_capabilities
-            declared = capabilities.model_dump(by_alias=True, exclude_none=True) if capabilities is not None else None
-            if not supports_form_elicitation(declared, ctx.protocol_version):
-                return time.time()
+        if binding_module.CONFIRMATION_REF_META_KEY not in (ctx.meta or {}) and not _can_elicit(ctx):
+            return time.time()
         return await gate(ctx, params, tool, binding, arguments, ttl)
 
     server._gate = lenient  # type: ignore[method-assign]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import jwt
@@ -178,13 +179,19 @@ async def test_no_reference_and_no_way_to_ask_is_the_protocol_error(unasked: Mcp
     assert (await runs(unasked, reference_dir, WITHDRAW, arguments))["receipt"]["from_state"] == "pending"
 
 
+@asynccontextmanager
+async def serving_only(tmp_path_factory: pytest.TempPathFactory, mode: str, era: str) -> AsyncIterator[
+        tuple[ReferenceDir, McpClient, dict[str, Any]]]:
+    """A server configured with one confirmation mode: (its directory, a client, a withdraw's arguments)."""
+    ref = init_reference_dir(tmp_path_factory.mktemp(mode))
+    ref.edit(lambda data: data.update(confirmation={"modes": [mode]}))
+    async with stdio_client_for(ref, era) as client:
+        yield ref, client, withdraw_args((await captured(client))["candidate_id"])
+
+
 @pytest.mark.parametrize("era", ["legacy", "modern"])
 async def test_host_reference_only_never_asks(tmp_path_factory: pytest.TempPathFactory, era: str) -> None:
-    ref = init_reference_dir(tmp_path_factory.mktemp("reference-only"))
-    ref.edit(lambda data: data.update(confirmation={"modes": ["host-reference"]}))
-    async with stdio_client_for(ref, era) as client:
-        cid = (await captured(client))["candidate_id"]
-        arguments = withdraw_args(cid)
+    async with serving_only(tmp_path_factory, "host-reference", era) as (ref, client, arguments):
         assert_protocol_error(await client.protocol_error(WITHDRAW, arguments, ref.host.meta()), UNTRUSTED)
         assert client.confirmer.asked == []
         assert (await runs(client, ref, WITHDRAW, arguments))["receipt"]["from_state"] == "pending"
@@ -192,10 +199,7 @@ async def test_host_reference_only_never_asks(tmp_path_factory: pytest.TempPathF
 
 @pytest.mark.parametrize("era", ["legacy", "modern"])
 async def test_server_initiated_only_ignores_a_reference(tmp_path_factory: pytest.TempPathFactory, era: str) -> None:
-    ref = init_reference_dir(tmp_path_factory.mktemp("server-initiated-only"))
-    ref.edit(lambda data: data.update(confirmation={"modes": ["server-initiated"]}))
-    async with stdio_client_for(ref, era) as client:
-        arguments = withdraw_args((await captured(client))["candidate_id"])
+    async with serving_only(tmp_path_factory, "server-initiated", era) as (ref, client, arguments):
         client.confirmer.mode = "decline"
         assert (await client.call(WITHDRAW, arguments, reference(ref, WITHDRAW, arguments))).code == "gate_failed"
         assert len(client.confirmer.asked) == 1, "the server-initiated mode asks whatever the call carries"
