@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+import jwt
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from engram_mcp.conformance._profile import NEEDS_PROFILE, Profile, ProfileError, ScopeProfile
@@ -191,6 +192,49 @@ class SignedConfirmationReference:
         else:
             raise ValueError(f"unknown reference flaw {flaw}")
         return {CONFIRMATION_REF_META_KEY: token}
+
+
+@dataclass
+class ReferenceConfirmation:
+    """How the harness confirms as host toward a target that serves the host-reference mode only.
+
+    Every check's gated call gets what a host would send: a valid reference where the check's human would
+    approve (``answer`` accept), and a reference that approves nothing where the human would not, so the
+    call still reaches the gate and ends there (gate_failed), as a declined confirmation does."""
+
+    references: ConfirmationReferences
+    profile: Profile
+    REFUSED = "declined-by-the-host"  # not a JWS: refused by any server at the gate
+
+    def __call__(self, tool: str, arguments: Any, meta: dict[str, Any], answer: Answer) -> dict[str, Any]:
+        if CONFIRMATION_REF_META_KEY in meta or not isinstance(arguments, dict):
+            return meta
+        bound = self._bound(meta)
+        if bound is None or not self._gated(tool, bound[0]):
+            return meta
+        if answer != "accept":
+            return {**meta, CONFIRMATION_REF_META_KEY: self.REFUSED}
+        try:
+            return {**meta, **self.references.approve(bound[0], bound[1], tool, arguments)}
+        except (ValueError, TypeError, KeyError):  # arguments no digest can cover: the server refuses them first
+            return meta
+
+    def _bound(self, meta: dict[str, Any]) -> tuple[ScopeProfile, str] | None:
+        """The profile scope and principal of the binding the harness itself put in ``meta``."""
+        try:
+            claims = jwt.decode(meta[HOST_BINDING_META_KEY], options={"verify_signature": False})
+        except (KeyError, TypeError, jwt.PyJWTError):
+            return None
+        scope = next((s for s in self.profile.scopes
+                      if (s.tenant, s.workspace) == (claims.get("tenant"), claims.get("workspace"))), None)
+        return None if scope is None or not isinstance(claims.get("principal"), str) else (scope, claims["principal"])
+
+    @staticmethod
+    def _gated(tool: str, scope: ScopeProfile) -> bool:
+        gated = {"engram_memory_withdraw", "engram_memory_forget"}
+        gated |= {"engram_memory_capture"} if scope.confirm_capture else set()
+        gated |= {"engram_memory_request_admission"} if scope.confirm_admission else set()
+        return tool in gated
 
 
 def references_from_profile(profile: Profile) -> ConfirmationReferences | None:

@@ -31,6 +31,7 @@ from engram_mcp.conformance._host import (
     ConfirmationReferences,
     Confirmer,
     HostBinding,
+    ReferenceConfirmation,
     host_from_profile,
     references_from_profile,
 )
@@ -328,8 +329,10 @@ def world(harness: Run, era: str, evidence: Evidence) -> World:
     if harness.connection(era).stalled:
         raise Blocked(f"the target stopped answering in the {era} era: it did not answer several calls in a row "
                       f"within {harness.timeout:g} s each (--call-timeout)")
-    return World(harness.connection(era), harness.host, harness.confirmer, harness.profile, evidence,
-                 references=harness.references)
+    conn = harness.connection(era)
+    if harness.references is not None and "server-initiated" not in harness.profile.confirmation_modes:
+        conn.confirm_by_reference = ReferenceConfirmation(harness.references, harness.profile)
+    return World(conn, harness.host, harness.confirmer, harness.profile, evidence, references=harness.references)
 
 
 # -- statuses ------------------------------------------------------------------

@@ -140,21 +140,12 @@ class World:
             scope = scope or self.primary
             principal = principal or self.principal(scope, {tool})
             self._require_offered(tool, scope, principal)
-            meta = {**self.host.meta(scope, principal), **self._reference_if_only_mode(tool, arguments, scope, principal)}
+            meta = self.host.meta(scope, principal)
         reply = self.conn.call(tool, arguments, meta, answer=answer, timeout=timeout)
         if reply.kind == "input_required" and confirm and answer != "silence":
             reply = self.conn.call(tool, arguments, meta, input_responses=self.confirmer.input_responses(answer),
                                    request_state=(reply.result or {}).get("requestState"), timeout=timeout)
         return reply
-
-    def _reference_if_only_mode(self, tool: str, arguments: Any, scope: ScopeProfile, principal: str) -> dict[str, Any]:
-        """A target confirming by host reference only gets one on every gated call a check makes in passing."""
-        if self.references is None or "server-initiated" in self.profile.confirmation_modes or not isinstance(arguments, dict):
-            return {}
-        gated = {"engram_memory_withdraw", "engram_memory_forget"}
-        gated |= {"engram_memory_capture"} if scope.confirm_capture else set()
-        gated |= {"engram_memory_request_admission"} if scope.confirm_admission else set()
-        return self.references.approve(scope, principal, tool, arguments) if tool in gated else {}
 
     def offered(self, scope: ScopeProfile, principal: str) -> frozenset[str]:
         """The tools the target lists for this binding (asked once per session, scope and principal)."""

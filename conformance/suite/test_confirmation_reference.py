@@ -70,7 +70,8 @@ def send(world: World, tool: str, arguments: dict[str, Any], reference: dict[str
     world._require_offered(tool, scope, principal)
     conn = conn or world.conn
     before = conn.elicitations
-    reply = conn.call(tool, arguments, {**world.host.meta(scope, principal), **reference}, answer="decline")
+    reply = conn.call(tool, arguments, {**world.host.meta(scope, principal), **reference}, answer="decline",
+                      as_host=False)
     return conn.elicitations > before or reply.kind == "input_required", reply
 
 

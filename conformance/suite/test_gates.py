@@ -62,14 +62,8 @@ def offered_meta(world: World, tool: str, scope: ScopeProfile | None, principal:
 
 def ask(world: World, tool: str, arguments: dict[str, Any], answer: str = "accept", *, scope: ScopeProfile | None = None,
         principal: str | None = None) -> tuple[bool, Reply]:
-    """Send a call and answer the server's confirmation with ``answer``: (whether it asked, the final reply).
-
-    A target that confirms by host reference only is approved the only way it can be: by a reference."""
+    """Send a call and answer the server's confirmation with ``answer``: (whether it asked, the final reply)."""
     meta = offered_meta(world, tool, scope, principal)
-    if answer == "accept" and world.references is not None and "server-initiated" not in world.profile.confirmation_modes:
-        scope = scope or world.primary
-        approval = world.references.approve(scope, principal or world.principal(scope, {tool}), tool, arguments)
-        return False, world.conn.call(tool, arguments, {**meta, **approval}, answer="decline")
     if world.era == "legacy":
         before = world.conn.elicitations
         reply = world.conn.call(tool, arguments, meta, answer=answer)  # type: ignore[arg-type]
