@@ -165,7 +165,7 @@ class SignedConfirmationReference:
     def approve(self, scope: ScopeProfile, principal: str, tool: str, arguments: dict[str, Any], *,
                 approved_ago: float = 0.0, lifetime: float | None = None, jti: str | None = None) -> dict[str, Any]:
         span = min(self.LIFETIME, self.ttl) if lifetime is None else lifetime
-        extra = {"jti": jti} if jti is not None else {}
+        extra: dict[str, Any] = {"jti": jti} if jti is not None else {}
         token = self._token(scope, principal, tool, arguments, approved_at=time.time() - approved_ago,
                             lifetime=span, **extra)
         return {CONFIRMATION_REF_META_KEY: token}
