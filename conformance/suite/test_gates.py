@@ -391,7 +391,7 @@ def test_a_state_minted_for_another_operation_is_refused(world: World, other: st
 # -- a host that cannot confirm at all ---------------------------------------------------
 
 
-@check("gate.no-confirmation-channel", "EMC-GATE-008", "EMC-HP-031")
+@check("gate.no-confirmation-channel", "EMC-GATE-008", "EMC-HP-031", "EMC-HP-067")
 @pytest.mark.parametrize("tool", [WITHDRAW, FORGET])
 def test_a_host_without_elicitation_gets_the_protocol_error(world: World, harness: Run, tool: str) -> None:
     """A session that declared no elicitation capability cannot confirm: withdraw and forget are -32603, and nothing changes."""
