@@ -144,7 +144,16 @@ def test_an_unknown_table_is_refused(reference: Path, tmp_path: Path) -> None:
      'scopes[0].admission_policy: must be one of "accept", "reject", "secret-scan", "adjudicate", "unknown"'),
     ("confirmation_ttl_seconds = 4=>confirmation_ttl_seconds = 0", "confirmation_ttl_seconds = 0",
      "scopes[0].confirmation_ttl_seconds: must be at least 1, not 0"),
-], ids=["integer-as-string", "grants-as-string", "unknown-policy", "ttl-zero"])
+    ('modes = ["host-reference", "server-initiated"]=>modes = []', "modes = []",
+     "confirmation.modes: must not be empty"),
+    ('modes = ["host-reference", "server-initiated"]=>modes = ["host-reference", "host-reference"]', "modes = [",
+     "confirmation.modes: lists an item twice"),
+    ('modes = ["host-reference", "server-initiated"]=>modes = ["push"]', "modes = [",
+     'confirmation.modes[0]: must be one of "host-reference", "server-initiated", not the string "push"'),
+    ("reference_ttl_seconds = 300=>reference_ttl_seconds = 301", "reference_ttl_seconds = 301",
+     "confirmation.reference_ttl_seconds: must be at most 300, not 301"),
+], ids=["integer-as-string", "grants-as-string", "unknown-policy", "ttl-zero", "no-mode", "mode-twice", "unknown-mode",
+        "ttl-over-the-limit"])
 def test_a_wrong_type_or_value_names_the_key_and_its_line(reference: Path, tmp_path: Path, edit: str,
                                                           fragment: str, expected: str) -> None:
     path = _profile(reference, tmp_path, edit)
@@ -475,19 +484,3 @@ def test_a_profile_without_confirmation_means_server_initiated_only(reference: P
     assert profile.confirmation_modes == {"server-initiated"}
     assert references_from_profile(profile) is None
     assert Profile.absent().confirmation_modes == {"server-initiated"}
-
-
-@pytest.mark.parametrize(("edit", "fragment", "expected"), [
-    ('modes = ["host-reference", "server-initiated"]=>modes = []', "modes = []",
-     "confirmation.modes: must not be empty"),
-    ('modes = ["host-reference", "server-initiated"]=>modes = ["host-reference", "host-reference"]', "modes = [",
-     "confirmation.modes: lists an item twice"),
-    ('modes = ["host-reference", "server-initiated"]=>modes = ["push"]', "modes = [",
-     'confirmation.modes[0]: must be one of "host-reference", "server-initiated", not the string "push"'),
-    ("reference_ttl_seconds = 300=>reference_ttl_seconds = 301", "reference_ttl_seconds = 301",
-     "confirmation.reference_ttl_seconds: must be at most 300, not 301"),
-], ids=["no-mode", "mode-twice", "unknown-mode", "ttl-over-the-limit"])
-def test_a_bad_confirmation_table_names_the_key_and_its_line(reference: Path, tmp_path: Path, edit: str,
-                                                             fragment: str, expected: str) -> None:
-    path = _profile(reference, tmp_path, edit)
-    assert f"{path}:{_line_of(path, fragment)}: {expected}" in _refusal(path)
