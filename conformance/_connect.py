@@ -14,7 +14,7 @@ import shlex
 import tempfile
 import time
 import warnings
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -133,6 +133,8 @@ class Connection:
         self.offered: dict[tuple[str, str, str], frozenset[str]] = {}  # tools listed per binding, for World
         self.consecutive_timeouts = 0  # a target that stops answering stalls the era, not the whole run
         self.calls: list[tuple[str, Reply]] = []  # every tools/call and its reply, for run-wide checks
+        # Set for a target that confirms by host reference only: adds the host's confirmation to a gated call.
+        self.confirm_by_reference: Callable[[str, Any, dict[str, Any], Answer], dict[str, Any]] | None = None
         self.http_status: int | None = None  # the last HTTP error status, which the SDK turns into a JSON-RPC error
         self.lost = False  # the target closed the connection after the opening exchange
         # Lives as long as the connection: the target writes to it until close().
@@ -339,9 +341,12 @@ class Connection:
 
     def call(self, tool: str, arguments: Any, meta: Mapping[str, Any] | None, *, answer: Answer = "accept",
              input_responses: Mapping[str, Any] | None = None, request_state: str | None = None,
-             timeout: float | None = None) -> Reply:
-        """tools/call with exactly these arguments; in the legacy era ``answer`` answers any elicitation."""
+             timeout: float | None = None, as_host: bool = True) -> Reply:
+        """tools/call with exactly these arguments; in the legacy era ``answer`` answers any elicitation.
+        ``as_host=False`` sends ``meta`` untouched, even to a target that confirms by host reference only."""
         self.answer = answer
+        if as_host and meta is not None and self.confirm_by_reference is not None:
+            meta = self.confirm_by_reference(tool, arguments, dict(meta), answer)
         # model_construct: the harness must be able to send arguments no schema would allow.
         params = types.CallToolRequestParams.model_construct(
             name=tool,

@@ -19,11 +19,15 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from engram_mcp.conformance._profile import NEEDS_PROFILE, Profile, ProfileError, ScopeProfile
 from engram_mcp.contract.binding import (
+    BINDING_CLOCK_SKEW,
     CONFIRMATION_INPUT_KEY,
+    CONFIRMATION_REF_META_KEY,
+    CONFIRMATION_TTL_MAX,
     HOST_BINDING_META_KEY,
     generate_host_key,
     load_private_key,
     mint_binding,
+    mint_confirmation_reference,
     new_audit_id,
 )
 
@@ -32,6 +36,8 @@ Forgery = Literal["missing", "garbage", "expired", "not_yet_valid", "wrong_audie
                   "too_long_lived", "alg_none", "extra_claim", "missing_claim", "missing_audit_id",
                   "foreign_tenant", "foreign_issuer"]
 Answer = Literal["accept", "decline", "cancel", "accept_false", "silence"]
+# Ways a confirmation reference can be broken by the host itself; an adapter lists those it can produce.
+ReferenceFlaw = Literal["expired", "too_long_lived", "forged_signature", "untrusted_key", "binding_token"]
 
 
 class HostBinding(Protocol):
@@ -62,6 +68,23 @@ class Confirmer(Protocol):
 
     def input_responses(self, answer: Answer) -> dict[str, Any]:
         """The 2026-07-28 retry's inputResponses for an answer."""
+        ...
+
+
+class ConfirmationReferences(Protocol):
+    """The host-reference mode: the host has a human approve one operation, then vouches for it in ``_meta``."""
+
+    flaws: frozenset[str]
+
+    def approve(self, scope: ScopeProfile, principal: str, tool: str, arguments: dict[str, Any], *,
+                approved_ago: float = 0.0, lifetime: float | None = None, jti: str | None = None) -> dict[str, Any]:
+        """The ``_meta`` entries that confirm this call: an approval given ``approved_ago`` seconds ago.
+        ``jti`` reuses an approval id (a host must never do so: a check of single use)."""
+        ...
+
+    def flawed(self, flaw: ReferenceFlaw, scope: ScopeProfile, principal: str, tool: str,
+               arguments: dict[str, Any]) -> dict[str, Any]:
+        """The ``_meta`` entries of a reference for this call that a server must refuse."""
         ...
 
 
@@ -151,6 +174,106 @@ class SignedMetaBinding:
 def unique_name(kind: str) -> str:
     """A name no configuration can hold yet: made up at run time."""
     return f"conformance-foreign-{kind}-{secrets.token_hex(8)}"
+
+
+@dataclass
+class SignedConfirmationReference:
+    """The host profile's reference: an EdDSA JWS (typ engram-confirmation+jwt) signed with the binding's key."""
+
+    binding: SignedMetaBinding
+    ttl: int  # the longest span the target accepts (profile [confirmation] reference_ttl_seconds)
+
+    flaws = frozenset({"expired", "too_long_lived", "forged_signature", "untrusted_key", "binding_token"})
+    LIFETIME = 60.0  # a valid reference's span, when the target accepts one that long
+
+    def _token(self, scope: ScopeProfile, principal: str, tool: str, arguments: dict[str, Any], *, approved_at: float,
+               lifetime: float, key: Ed25519PrivateKey | None = None, **overrides: Any) -> str:
+        host = self.binding
+        return mint_confirmation_reference(
+            key or host.key, host.kid, audience=host.audience, issuer=host.issuer, tool=tool, arguments=arguments,
+            tenant=scope.tenant, workspace=scope.workspace, principal=principal, approved_at=approved_at,
+            lifetime=lifetime, **overrides)
+
+    def approve(self, scope: ScopeProfile, principal: str, tool: str, arguments: dict[str, Any], *,
+                approved_ago: float = 0.0, lifetime: float | None = None, jti: str | None = None) -> dict[str, Any]:
+        span = min(self.LIFETIME, self.ttl) if lifetime is None else lifetime
+        extra: dict[str, Any] = {"jti": jti} if jti is not None else {}
+        token = self._token(scope, principal, tool, arguments, approved_at=time.time() - approved_ago,
+                            lifetime=span, **extra)
+        return {CONFIRMATION_REF_META_KEY: token}
+
+    def flawed(self, flaw: ReferenceFlaw, scope: ScopeProfile, principal: str, tool: str,
+               arguments: dict[str, Any]) -> dict[str, Any]:
+        now = time.time()
+        # Margins of the binding clock skew, so that a server on a slightly different clock judges alike.
+        if flaw == "expired":  # approved recently (inside the execution window), expired well past the skew
+            token = self._token(scope, principal, tool, arguments, approved_at=now - 3 * BINDING_CLOCK_SKEW - 2,
+                                lifetime=BINDING_CLOCK_SKEW)
+        elif flaw == "too_long_lived":  # one second over the ceiling: no server may accept it
+            token = self._token(scope, principal, tool, arguments, approved_at=now, lifetime=CONFIRMATION_TTL_MAX + 1)
+        elif flaw == "untrusted_key":
+            token = self._token(scope, principal, tool, arguments, approved_at=now, lifetime=min(self.LIFETIME, self.ttl),
+                                key=generate_host_key()[0])
+        elif flaw == "forged_signature":  # the claims of one approval under the signature of another
+            real = self._token(scope, principal, tool, arguments, approved_at=now, lifetime=min(self.LIFETIME, self.ttl))
+            other = self._token(scope, principal, tool, {**arguments, "idempotency_key": arguments.get(
+                "idempotency_key", "") + "-x"}, approved_at=now, lifetime=min(self.LIFETIME, self.ttl))
+            token = ".".join([*real.split(".")[:2], other.split(".")[2]])
+        elif flaw == "binding_token":  # a valid binding of the same host, sent where a reference goes
+            token = self.binding.meta(scope, principal)[HOST_BINDING_META_KEY]
+        else:
+            raise ValueError(f"unknown reference flaw {flaw}")
+        return {CONFIRMATION_REF_META_KEY: token}
+
+
+@dataclass
+class ReferenceConfirmation:
+    """How the harness confirms as host toward a target that serves the host-reference mode only.
+
+    Every check's gated call gets what a host would send: a valid reference where the check's human would
+    approve (``answer`` accept), and a reference that approves nothing where the human would not, so the
+    call still reaches the gate and ends there (gate_failed), as a declined confirmation does."""
+
+    references: ConfirmationReferences
+    profile: Profile
+    REFUSED = "declined-by-the-host"  # not a JWS: refused by any server at the gate
+
+    def __call__(self, tool: str, arguments: Any, meta: dict[str, Any], answer: Answer) -> dict[str, Any]:
+        if CONFIRMATION_REF_META_KEY in meta or not isinstance(arguments, dict):
+            return meta
+        bound = self._bound(meta)
+        if bound is None or not self._gated(tool, bound[0]):
+            return meta
+        if answer != "accept":
+            return {**meta, CONFIRMATION_REF_META_KEY: self.REFUSED}
+        try:
+            return {**meta, **self.references.approve(bound[0], bound[1], tool, arguments)}
+        except (ValueError, TypeError, KeyError):  # arguments no digest can cover: the server refuses them first
+            return meta
+
+    def _bound(self, meta: dict[str, Any]) -> tuple[ScopeProfile, str] | None:
+        """The profile scope and principal of the binding the harness itself put in ``meta``."""
+        try:
+            claims = jwt.decode(meta[HOST_BINDING_META_KEY], options={"verify_signature": False})
+        except (KeyError, TypeError, jwt.PyJWTError):
+            return None
+        scope = next((s for s in self.profile.scopes
+                      if (s.tenant, s.workspace) == (claims.get("tenant"), claims.get("workspace"))), None)
+        return None if scope is None or not isinstance(claims.get("principal"), str) else (scope, claims["principal"])
+
+    @staticmethod
+    def _gated(tool: str, scope: ScopeProfile) -> bool:
+        gated = {"engram_memory_withdraw", "engram_memory_forget"}
+        gated |= {"engram_memory_capture"} if scope.confirm_capture else set()
+        gated |= {"engram_memory_request_admission"} if scope.confirm_admission else set()
+        return tool in gated
+
+
+def references_from_profile(profile: Profile) -> ConfirmationReferences | None:
+    """The reference minter of a profile that declares the host-reference mode and a signed binding, else None."""
+    if not profile.given or "host-reference" not in profile.confirmation_modes:
+        return None
+    return SignedConfirmationReference(SignedMetaBinding.from_profile(profile), profile.reference_ttl_seconds)
 
 
 def _unsigned(token: str) -> str:

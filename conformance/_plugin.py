@@ -21,7 +21,7 @@ import pytest
 
 from engram_mcp.conformance._checks import Blocked, NotApplicable, Status, set_deep, take_pins
 from engram_mcp.conformance._connect import ERAS, parse_target
-from engram_mcp.conformance._host import host_from_profile
+from engram_mcp.conformance._host import ReferenceConfirmation, host_from_profile, references_from_profile
 from engram_mcp.conformance._preflight import preflight
 from engram_mcp.conformance._profile import Profile, ProfileError, load_profile
 from engram_mcp.conformance._report import exit_code, summary_lines, write_reports
@@ -109,6 +109,7 @@ def pytest_configure(config: pytest.Config) -> None:
         given = config.getoption("--profile")
         profile = load_profile(Path(given)) if given else Profile.absent()
         host, confirmer = host_from_profile(profile)
+        references = references_from_profile(profile)
         target = parse_target(config.getoption("--target"), headers=profile.http_headers)
         baseline = read_baseline(config.getoption("--expected-failures"))
     except (ProfileError, ValueError, OSError) as problem:
@@ -122,6 +123,7 @@ def pytest_configure(config: pytest.Config) -> None:
         timeout=config.getoption("--call-timeout"),
     )
     run = config.stash[_STATE]
+    run.references = references
     run.level, run.deep = config.getoption("--level"), config.getoption("--deep")
     run.select = tuple(config.getoption("--select"))
     run.selected = bool(run.select)
@@ -203,7 +205,10 @@ def world(harness: Run, era: str, evidence: Evidence) -> World:
     if harness.connection(era).stalled:
         raise Blocked(f"the target stopped answering in the {era} era: it did not answer several calls in a row "
                       f"within {harness.timeout:g} s each (--call-timeout)")
-    return World(harness.connection(era), harness.host, harness.confirmer, harness.profile, evidence)
+    conn = harness.connection(era)
+    if harness.references is not None and "server-initiated" not in harness.profile.confirmation_modes:
+        conn.confirm_by_reference = ReferenceConfirmation(harness.references, harness.profile)
+    return World(conn, harness.host, harness.confirmer, harness.profile, evidence, references=harness.references)
 
 
 # -- statuses ------------------------------------------------------------------

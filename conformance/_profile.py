@@ -28,6 +28,9 @@ REJECTS_SECRETS = frozenset({"reject", "secret-scan"})
 
 
 NEEDS_PROFILE = "needs a host profile (--profile)"
+CONFIRMATION_DEFAULTS = {key: spec["default"] for key, spec in
+                         load().data_schema("profile")["properties"]["confirmation"]["properties"].items()
+                         if "default" in spec}
 
 
 class ProfileError(Exception):
@@ -75,6 +78,9 @@ class Profile:
     purpose_ref: str
     raw: Mapping[str, Any] = field(default_factory=dict)
     given: bool = True  # False without a host identity: no --profile, or a profile with no [binding]
+    # [confirmation]: the modes the harness tests, each with its own checks; an older profile means server-initiated.
+    confirmation_modes: frozenset[str] = frozenset(CONFIRMATION_DEFAULTS["modes"])
+    reference_ttl_seconds: int = load().limit("confirmation.ttl.max")
 
     @classmethod
     def absent(cls) -> Profile:
@@ -218,7 +224,18 @@ def load_profile(path: Path) -> Profile:
         scopes=tuple(_scope(entry) for entry in data.get("scopes", [])),
         purpose_ref=binding["purpose_ref"],
         raw=data,
+        **_confirmation(data.get("confirmation", {})),
     )
+
+
+def _confirmation(table: Mapping[str, Any]) -> dict[str, Any]:
+    """The [confirmation] facts as Profile fields; the schema has checked them, absent keys keep the defaults."""
+    out: dict[str, Any] = {}
+    if "modes" in table:
+        out["confirmation_modes"] = frozenset(table["modes"])
+    if "reference_ttl_seconds" in table:
+        out["reference_ttl_seconds"] = table["reference_ttl_seconds"]
+    return out
 
 
 def _http_headers(http: Mapping[str, Any], base: Path, path: Path, lines: TomlLines) -> dict[str, str]:
@@ -284,6 +301,10 @@ def _explain(error: Any, at: KeyPath) -> list[tuple[KeyPath, str]]:
         return [(at, f"must be one of {', '.join(json.dumps(v) for v in error.validator_value)}, not {_kind(instance)}")]
     if error.validator == "minimum":
         return [(at, f"must be at least {error.validator_value}, not {instance}")]
+    if error.validator == "maximum":
+        return [(at, f"must be at most {error.validator_value}, not {instance}")]
+    if error.validator == "minItems":
+        return [(at, "must not be empty")]
     if error.validator == "minLength":
         return [(at, "must not be empty")]
     if error.validator == "uniqueItems":

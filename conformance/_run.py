@@ -36,7 +36,7 @@ from typing import Any
 
 from engram_mcp.conformance._checks import Status
 from engram_mcp.conformance._connect import ERAS, Connection, Era, Target
-from engram_mcp.conformance._host import Confirmer, HostBinding
+from engram_mcp.conformance._host import ConfirmationReferences, Confirmer, HostBinding
 from engram_mcp.conformance._profile import Profile
 from engram_mcp.conformance._raw import RawSession
 
@@ -161,6 +161,7 @@ class Run:
     results: list[Result] = field(default_factory=list)
     raw_sessions: dict[str, RawSession] = field(default_factory=dict)
     _raw_lock: threading.Lock = field(default_factory=threading.Lock)
+    references: ConfirmationReferences | None = None  # the host-reference mode, when the profile declares it
 
     def __post_init__(self) -> None:
         if not self.transports:

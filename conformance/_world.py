@@ -16,7 +16,12 @@ from typing import Any, TypeVar
 
 from engram_mcp.conformance._checks import Blocked, require
 from engram_mcp.conformance._connect import Connection, Reply
-from engram_mcp.conformance._host import Answer, Confirmer, HostBinding
+from engram_mcp.conformance._host import (
+    Answer,
+    ConfirmationReferences,
+    Confirmer,
+    HostBinding,
+)
 from engram_mcp.conformance._profile import Profile, ScopeProfile
 from engram_mcp.contract import load, record_id
 
@@ -96,6 +101,7 @@ class World:
     confirmer: Confirmer
     profile: Profile
     evidence: Evidence
+    references: ConfirmationReferences | None = None  # set when the profile declares the host-reference mode
 
     @property
     def era(self) -> str:

@@ -30,11 +30,13 @@ from engram_mcp.contract._canonical import candidate_id, canonical_bytes, profil
 from engram_mcp.contract._loader import load
 
 HOST_BINDING_META_KEY = "sentropic.engram.memory/host-binding"
+CONFIRMATION_REF_META_KEY = "sentropic.engram.memory/confirmation-ref"
 CONFIRMATION_INPUT_KEY = "sentropic.engram.memory/confirmation"
 CLIENT_CAPABILITIES_META_KEY = "io.modelcontextprotocol/clientCapabilities"
 
 BINDING_ALGORITHM = "EdDSA"
 BINDING_TOKEN_TYPE = "engram-host-binding+jwt"  # explicit typing: no other JWT passes for a binding
+REFERENCE_TOKEN_TYPE = "engram-confirmation+jwt"  # never accepted as a binding, and a binding never as this
 _BINDING_HEADER = frozenset({"alg", "kid", "typ"})  # jwk, jku, x5u, x5c, crit... are refused, never followed
 
 REQUEST_STATE_AAD = b"engram-memory-mcp/request-state/v1"
@@ -49,6 +51,7 @@ CONFIRMATION_EXECUTE_WITHIN = _contract.limit("confirmation.execute_within")
 
 _claims_validator = _contract.validator(_contract.data_schema("binding-claims"))
 _state_validator = _contract.validator(_contract.data_schema("request-state"))
+_reference_validator = _contract.validator(_contract.data_schema("confirmation-reference"))
 
 # The requestedSchema of every confirmation, in both eras: the data file minus
 # its $id, which names the file and means nothing to a client.
@@ -214,25 +217,20 @@ def mint_binding(
     return jwt.encode(claims, private_key, algorithm=BINDING_ALGORITHM, headers=headers)
 
 
-def verify_binding(
-    token: str | None,
-    trusted_keys: Mapping[str, Ed25519PublicKey | TrustedHost],
-    *,
-    audience: str,
-    now: float | None = None,
-) -> Binding:
-    """The verified binding, or BindingRejected. Checks run cheapest and least trusting first."""
-    if token is None or token == "":
-        raise BindingRejected("missing")
-    if not isinstance(token, str):
-        raise BindingRejected("malformed")
+def _signed_claims(
+    token: str, trusted_keys: Mapping[str, Ed25519PublicKey | TrustedHost], token_type: str
+) -> tuple[dict[str, Any], TrustedHost]:
+    """The claims of a compact JWS of this type signed by a trusted host key, or BindingRejected.
+
+    Bindings and confirmation references share this header rule; ``typ`` keeps one from passing for the other.
+    """
     try:
         header = jwt.get_unverified_header(token)
     except jwt.PyJWTError:
         raise BindingRejected("malformed") from None
     if header.get("alg") != BINDING_ALGORITHM:
         raise BindingRejected("bad_algorithm")
-    if header.get("typ") != BINDING_TOKEN_TYPE:
+    if header.get("typ") != token_type:
         raise BindingRejected("wrong_type")
     if set(header) != _BINDING_HEADER:
         raise BindingRejected("malformed")
@@ -243,7 +241,7 @@ def verify_binding(
         host = TrustedHost(host)
 
     try:
-        # Only the signature is PyJWT's job: the claim checks below use the
+        # Only the signature is PyJWT's job: the callers' claim checks use the
         # profile's limits and the caller's clock, and name their own reasons.
         claims = jwt.decode(
             token,
@@ -264,6 +262,22 @@ def verify_binding(
         raise BindingRejected("bad_signature") from None
     except jwt.PyJWTError:
         raise BindingRejected("malformed") from None
+    return claims, host
+
+
+def verify_binding(
+    token: str | None,
+    trusted_keys: Mapping[str, Ed25519PublicKey | TrustedHost],
+    *,
+    audience: str,
+    now: float | None = None,
+) -> Binding:
+    """The verified binding, or BindingRejected. Checks run cheapest and least trusting first."""
+    if token is None or token == "":
+        raise BindingRejected("missing")
+    if not isinstance(token, str):
+        raise BindingRejected("malformed")
+    claims, host = _signed_claims(token, trusted_keys, BINDING_TOKEN_TYPE)
 
     if not _claims_validator.is_valid(claims) or claims["exp"] <= claims["iat"]:
         raise BindingRejected("bad_claims")
@@ -588,3 +602,132 @@ def check_retry(
     if not is_approval(answer):
         return GateVerdict(False, "not_confirmed", state.nonce, state.expires_at)
     return GateVerdict(True, None, state.nonce, state.expires_at)
+
+
+# -- host-reference confirmation ----------------------------------------------
+#
+# The host obtains the human approval itself and sends, with the gated call, a
+# signed reference naming exactly the approved operation. The server judges the
+# reference alone; it never asks the client anything in this mode.
+
+ConfirmationMode = Literal["host-reference", "server-initiated"]
+CONFIRMATION_MODES: tuple[ConfirmationMode, ...] = ("host-reference", "server-initiated")
+
+
+def mint_confirmation_reference(
+    private_key: Ed25519PrivateKey,
+    kid: str,
+    *,
+    audience: str,
+    issuer: str,
+    tool: str,
+    arguments: Mapping[str, Any],
+    tenant: str,
+    workspace: str,
+    principal: str,
+    approved_at: float | None = None,
+    lifetime: float = 60,
+    header: Mapping[str, Any] | None = None,
+    **overrides: Any,
+) -> str:
+    """A reference as a host mints it after an approval; ``overrides`` replace claims (None drops one)."""
+    approved = time.time() if approved_at is None else approved_at
+    target = operation_target(tool, arguments)
+    caller = _Caller(tenant=tenant, workspace=workspace, principal=principal)
+    claims: dict[str, Any] = {
+        "iss": issuer,
+        "aud": audience,
+        "jti": secrets.token_urlsafe(16),
+        "capability": tool,
+        "target": target,
+        "operation_digest": _scoped("operation", tool, target, arguments, caller),  # type: ignore[arg-type]
+        "approved_at": round(approved, 3),
+        "exp": round(approved + lifetime, 3),
+    }
+    claims.update(overrides)
+    claims = {k: v for k, v in claims.items() if v is not None or k == "target"}
+    headers = {"kid": kid, "typ": REFERENCE_TOKEN_TYPE, **(header or {})}
+    return jwt.encode(claims, private_key, algorithm=BINDING_ALGORITHM, headers=headers)
+
+
+@dataclass(frozen=True)
+class _Caller:
+    """The three binding values an operation digest covers, for a host that holds no Binding object."""
+
+    tenant: str
+    workspace: str
+    principal: str
+
+
+@dataclass(frozen=True)
+class ReferenceVerdict:
+    """The judgement of a confirmation reference. ``consume`` is the single-use id to record durably before acting."""
+
+    approved: bool
+    reason: str | None  # a log token when not approved
+    consume: str | None
+    approved_at: float | None  # the host's approval time: the execution window runs from it
+
+
+def _refused(reason: str) -> ReferenceVerdict:
+    return ReferenceVerdict(False, reason, None, None)
+
+
+def check_reference(
+    token: Any,
+    trusted_keys: Mapping[str, Ed25519PublicKey | TrustedHost],
+    *,
+    audience: str,
+    tool: str,
+    target: str | None,
+    arguments: Mapping[str, Any],
+    binding: Binding,
+    ttl: float = CONFIRMATION_TTL_MAX,
+    now: float | None = None,
+) -> ReferenceVerdict:
+    """Judge the reference a gated call carries. Fails closed on every branch; the window is the caller's to check.
+
+    ``ttl`` is the server's ceiling on exp - approved_at (at most confirmation.ttl.max).
+    """
+    if not isinstance(token, str) or not token:
+        return _refused("malformed")
+    try:
+        claims, host = _signed_claims(token, trusted_keys, REFERENCE_TOKEN_TYPE)
+    except BindingRejected as rejected:
+        return _refused(rejected.reason)
+    if not _reference_validator.is_valid(claims) or claims["exp"] <= claims["approved_at"]:
+        return _refused("bad_claims")
+    if host.issuer is not None and claims["iss"] != host.issuer:
+        return _refused("wrong_issuer")
+    if claims["aud"] != audience:
+        return _refused("wrong_audience")
+    # In whole milliseconds: NumericDates with fractions must not fail the ceiling on a float rounding.
+    if _ms(claims["exp"]) - _ms(claims["approved_at"]) > _ms(min(ttl, CONFIRMATION_TTL_MAX)):
+        return _refused("too_long_lived")
+    clock = time.time() if now is None else now
+    if clock >= claims["exp"] + BINDING_CLOCK_SKEW:
+        return _refused("expired")
+    if claims["approved_at"] > clock + BINDING_CLOCK_SKEW:
+        return _refused("not_yet_valid")
+    if claims["capability"] != tool:
+        return _refused("capability_mismatch")
+    if claims["target"] != target:
+        return _refused("target_mismatch")
+    if claims["operation_digest"] != operation_digest(tool, target, arguments, binding):
+        return _refused("operation_mismatch")
+    # Namespaced by key id: each host picks its own ids, and they never meet a sealed state's nonce.
+    return ReferenceVerdict(True, None, f"ref:{host_kid(token)}:{claims['jti']}", float(claims["approved_at"]))
+
+
+def _ms(seconds: float) -> int:
+    return round(seconds * 1000)
+
+
+def host_kid(token: str) -> str:
+    """The ``kid`` of a token whose header was already verified."""
+    return str(jwt.get_unverified_header(token)["kid"])
+
+
+def approval_too_old(approved_at: float, *, now: float | None = None) -> bool:
+    """Whether an operation starting now is later than confirmation.execute_within after its approval."""
+    return (time.time() if now is None else now) - approved_at > CONFIRMATION_EXECUTE_WITHIN

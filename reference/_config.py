@@ -15,7 +15,7 @@ from typing import Any
 
 
 from engram_mcp.contract import load
-from engram_mcp.contract.binding import TrustedHost, load_public_key
+from engram_mcp.contract.binding import CONFIRMATION_MODES, CONFIRMATION_TTL_MAX, ConfirmationMode, TrustedHost, load_public_key
 from engram_mcp.reference._core import ScopePolicy
 from engram_mcp.reference._crypto import derive_key, load_kek
 from engram_mcp.reference._policy import policy_named
@@ -64,6 +64,41 @@ def transport_toml_lines() -> list[str]:
 
 
 @dataclass(frozen=True)
+class ConfirmationConfig:
+    """[confirmation]: how a gated call may be confirmed (spec/host-profile.md §2)."""
+
+    modes: frozenset[ConfirmationMode] = frozenset(CONFIRMATION_MODES)
+    reference_ttl_seconds: int = CONFIRMATION_TTL_MAX  # the longest exp - approved_at a host reference may span
+
+
+def confirmation_toml_lines() -> list[str]:
+    """The [confirmation] table with its defaults, as ``engram-reference init`` writes it."""
+    defaults = ConfirmationConfig()
+    modes = ", ".join(f'"{mode}"' for mode in CONFIRMATION_MODES)
+    return [
+        "# How gated calls are confirmed: host-reference (the host approves and signs a reference sent in the",
+        "# call's _meta), server-initiated (the server asks the client with an elicitation). The longest span",
+        "# from a reference's approval to its expiry that this server accepts (seconds).",
+        "[confirmation]",
+        f"modes = [{modes}]",
+        f"reference_ttl_seconds = {defaults.reference_ttl_seconds}",
+    ]
+
+
+def _confirmation(table: Mapping[str, Any]) -> ConfirmationConfig:
+    unknown = sorted(set(table) - set(ConfirmationConfig.__dataclass_fields__))
+    if unknown:
+        raise ConfigError(f"confirmation: unknown setting '{unknown[0]}'")
+    modes = _optional(table, "modes", list, list(CONFIRMATION_MODES), "confirmation")
+    if not modes or len(set(modes)) != len(modes) or not set(modes) <= set(CONFIRMATION_MODES):
+        raise ConfigError(f"confirmation: 'modes' must list one or both of {', '.join(CONFIRMATION_MODES)}, once each")
+    ttl = _optional(table, "reference_ttl_seconds", int, CONFIRMATION_TTL_MAX, "confirmation")
+    if not 1 <= ttl <= CONFIRMATION_TTL_MAX:
+        raise ConfigError(f"confirmation: 'reference_ttl_seconds' must be 1 to {CONFIRMATION_TTL_MAX}")
+    return ConfirmationConfig(modes=frozenset(modes), reference_ttl_seconds=ttl)
+
+
+@dataclass(frozen=True)
 class ServerConfig:
     path: Path
     audience: str
@@ -75,6 +110,7 @@ class ServerConfig:
     synchronous: str = DEFAULT_SYNCHRONOUS  # [server] synchronous: the store's SQLite sync level (durability)
     transport: TransportConfig = field(default_factory=TransportConfig)
     limits: ResourceLimits = field(default_factory=ResourceLimits)  # [quotas] and [expiry]
+    confirmation: ConfirmationConfig = field(default_factory=ConfirmationConfig)
 
     def derived_key(self, purpose: str) -> bytes:
         """A subkey of the key-encryption key for one purpose (cursors, request states)."""
@@ -244,4 +280,5 @@ def load_config(path: Path) -> ServerConfig:
         synchronous=_synchronous(server),
         transport=_transport(_optional(data, "transport", dict, {}, "file")),
         limits=_limits(data),
+        confirmation=_confirmation(_optional(data, "confirmation", dict, {}, "file")),
     )

@@ -144,7 +144,7 @@ class Engine:
         return Outcome(value=value) if value is not None else None
 
     def consume_state(self, nonce: str, now: datetime | None = None) -> bool:
-        """Burn a confirmation state's nonce; False when it was already used.
+        """Burn a confirmation state's nonce, or a host reference's id; False when it was already used.
 
         A state is refused as expired once its lifetime, at most confirmation.ttl.max
         from its minting, has passed, and it was minted before it was consumed: so a
@@ -974,7 +974,9 @@ class _PageContext:
 
 def _purge_consumed(db: sqlite3.Connection, now: datetime) -> None:
     """Delete the consumed states that can no longer be replayed (see ``Engine.consume_state``)."""
-    horizon = instant(now - timedelta(seconds=CONFIRMATION_TTL_MAX + BINDING_CLOCK_SKEW))
+    # A host reference may be approved up to the skew ahead of the clock and honoured up to the skew past its
+    # expiry, so its id must outlive the TTL by twice the skew.
+    horizon = instant(now - timedelta(seconds=CONFIRMATION_TTL_MAX + 2 * BINDING_CLOCK_SKEW))
     db.execute("DELETE FROM consumed_states WHERE consumed_at < ?", (horizon,))
 
 

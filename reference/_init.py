@@ -14,8 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from engram_mcp.contract import load
-from engram_mcp.contract.binding import generate_host_key, private_key_pem, public_key_pem
-from engram_mcp.reference._config import transport_toml_lines
+from engram_mcp.contract.binding import (
+    CONFIRMATION_MODES,
+    CONFIRMATION_TTL_MAX,
+    generate_host_key,
+    private_key_pem,
+    public_key_pem,
+)
+from engram_mcp.reference._config import confirmation_toml_lines, transport_toml_lines
 from engram_mcp.reference._crypto import write_kek
 from engram_mcp.reference._quotas import toml_lines as quota_toml_lines
 
@@ -113,6 +119,8 @@ def write_configuration(directory: Path, *, seed: str) -> list[Path]:
         "",
         *transport_toml_lines(),
         "",
+        *confirmation_toml_lines(),
+        "",
         "# Host keys this server trusts, by JWS key id, each with the issuers (iss) and tenants it is",
         "# trusted for: a binding for any other issuer or tenant is refused (-32603).",
         f"[host_keys.{_toml(kid)}]",
@@ -136,6 +144,11 @@ def write_configuration(directory: Path, *, seed: str) -> list[Path]:
         "",
         "[http]",
         'bearer_token_file = "keys/http-bearer.txt"',
+        "",
+        "# The confirmation modes the server beside it serves; the harness tests each.",
+        "[confirmation]",
+        f"modes = {_toml(list(CONFIRMATION_MODES))}",
+        f"reference_ttl_seconds = {CONFIRMATION_TTL_MAX}",
         *_scope_tables("scopes"),
     ]
     written.append(_write(directory / "conformance-profile.toml", "\n".join(profile) + "\n"))

@@ -25,14 +25,16 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from engram_mcp.contract import ArgumentOracle, load
 from engram_mcp.contract.binding import (
-    CONFIRMATION_EXECUTE_WITHIN,
     CONFIRMATION_INPUT_KEY,
+    CONFIRMATION_REF_META_KEY,
     CONFIRMATION_REQUESTED_SCHEMA,
     HOST_BINDING_META_KEY,
     Binding,
     BindingRejected,
     ConfirmationSealer,
     ConfirmationState,
+    approval_too_old,
+    check_reference,
     check_retry,
     confirmation_message,
     confirmation_required,
@@ -230,14 +232,40 @@ class ReferenceServer:
         gated = {t for t, on in (("engram_memory_capture", policy.confirm_capture),
                                  ("engram_memory_request_admission", policy.confirm_admission)) if on}
         if confirmation_required(tool, gated):
-            gate = await self._confirm(ctx, params, tool, binding, arguments, int(policy.confirmation_ttl.total_seconds()))
+            gate = await self._gate(ctx, params, tool, binding, arguments, int(policy.confirmation_ttl.total_seconds()))
             if isinstance(gate, types.InputRequiredResult):
                 return gate
-            if gate is None or time.time() - gate > CONFIRMATION_EXECUTE_WITHIN:
+            if gate is None or approval_too_old(gate):  # the window runs to the start of the commit, just below
                 return Outcome(code="gate_failed")
         if deadline_passed(binding):  # again after any wait, before the reservation and the commit (EMC-HP-056)
             return Outcome(code="DEADLINE_EXCEEDED")
         return await anyio.to_thread.run_sync(self.engine.call, tool, binding, arguments, datetime.now(UTC))
+
+    async def _gate(
+        self, ctx: ServerRequestContext, params: types.CallToolRequestParams, tool: str,
+        binding: Binding, arguments: dict[str, Any], ttl: int,
+    ) -> float | None | types.InputRequiredResult:
+        """The approval time by the configured modes: a carried reference is judged alone, never by asking."""
+        modes = self.config.confirmation.modes
+        meta = ctx.meta or {}
+        if "host-reference" in modes and CONFIRMATION_REF_META_KEY in meta:
+            return await self._confirm_reference(meta[CONFIRMATION_REF_META_KEY], tool, binding, arguments)
+        if "server-initiated" in modes:
+            return await self._confirm(ctx, params, tool, binding, arguments, ttl)
+        raise _protocol_error(_UNTRUSTED)  # the contract's missing confirmation reference
+
+    async def _confirm_reference(self, token: Any, tool: str, binding: Binding, arguments: dict[str, Any]) -> float | None:
+        """The host's approval time when its reference confirms this call, else None; the id is spent first."""
+        verdict = check_reference(token, self.config.trusted_keys, audience=self.config.audience, tool=tool,
+                                  target=operation_target(tool, arguments), arguments=arguments, binding=binding,
+                                  ttl=self.config.confirmation.reference_ttl_seconds)
+        if not verdict.approved or verdict.consume is None:
+            log.info("confirmation reference refused: %s", verdict.reason)
+            return None
+        if not await anyio.to_thread.run_sync(self.engine.consume_state, verdict.consume):
+            log.info("confirmation reference refused: replayed")
+            return None
+        return verdict.approved_at
 
     async def _confirm(
         self, ctx: ServerRequestContext, params: types.CallToolRequestParams, tool: str,

@@ -171,6 +171,24 @@ def session_without_elicitation(harness: Run, era: str) -> Connection:
     return _NO_ELICITATION[key]
 
 
+# The checks of the server-initiated mode (the server asks; the host answers). A profile that declares only
+# the host-reference mode makes them not applicable: its checks are in test_confirmation_reference.py.
+SERVER_INITIATED = frozenset({
+    "test_an_approved_confirmation_runs_the_operation", "test_a_refused_confirmation_changes_nothing",
+    "test_a_confirmation_not_given_in_time_fails", "test_a_retry_without_a_valid_state_is_not_confirmed",
+    "test_a_state_minted_for_another_operation_is_refused", "test_a_policy_gated_mutation_asks_and_honours_a_refusal",
+    "test_a_completed_mutation_replays_without_asking",
+})
+
+
+@pytest.fixture(autouse=True)
+def _server_initiated_declared(request: pytest.FixtureRequest) -> None:
+    if request.function.__name__ in SERVER_INITIATED:
+        world: World = request.getfixturevalue("world")
+        if "server-initiated" not in world.profile.confirmation_modes:
+            not_applicable("the profile does not declare the server-initiated confirmation mode")
+
+
 # -- approval ------------------------------------------------------------------------
 
 
@@ -373,7 +391,7 @@ def test_a_state_minted_for_another_operation_is_refused(world: World, other: st
 # -- a host that cannot confirm at all ---------------------------------------------------
 
 
-@check("gate.no-confirmation-channel", "EMC-GATE-008", "EMC-HP-031")
+@check("gate.no-confirmation-channel", "EMC-GATE-008", "EMC-HP-031", "EMC-HP-067")
 @pytest.mark.parametrize("tool", [WITHDRAW, FORGET])
 def test_a_host_without_elicitation_gets_the_protocol_error(world: World, harness: Run, tool: str) -> None:
     """A session that declared no elicitation capability cannot confirm: withdraw and forget are -32603, and nothing changes."""

@@ -130,6 +130,12 @@ def test_checks_run_in_the_profiles_order(world: World, case: str) -> None:
         principal = world.principal(scope, {"engram_memory_withdraw"})
         arguments = {"candidate_id": "candidate_" + "0" * 64, "idempotency_key": fresh_key(), "reason_ref": "reason:probe"}
         before = world.conn.elicitations
+        if "server-initiated" not in world.profile.confirmation_modes:
+            # By host reference only: a reference that approves nothing must stop the call before NOT_FOUND.
+            reply = world.call("engram_memory_withdraw", arguments, scope=scope, principal=principal, answer="decline")
+            world.evidence.add("reply", {"kind": reply.kind, "code": reply.code})
+            assert reply.code == "gate_failed", "an unknown target was answered before the gate"
+            return
         reply = world.call("engram_memory_withdraw", arguments, scope=scope, principal=principal, confirm=False)
         world.evidence.add("reply", {"kind": reply.kind, "code": reply.code})
         if world.era == "modern":

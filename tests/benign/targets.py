@@ -33,6 +33,7 @@ import re
 import sqlite3
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ import mcp_types as types
 from mcp.server import ServerRequestContext
 
 from engram_mcp.contract import load, profile_digest, receipt_digest
+from engram_mcp.contract.binding import check_reference, operation_target
 from engram_mcp.reference._config import load_config
 from engram_mcp.reference._envelope import tool_result
 from engram_mcp.reference._serve import run_stdio
@@ -346,6 +348,40 @@ def timing_jitter(server: VariantServer) -> None:
         await wait()
 
     server.list_delay = list_wait
+
+
+# -- clocks -----------------------------------------------------------------------------------------------------------
+
+
+def _reference_clock(server: VariantServer, offset: float) -> None:
+    """Judge confirmation references, and their execution window, on a clock ``offset`` seconds off."""
+
+    async def skewed(token: Any, tool: str, binding: Any, arguments: Any) -> float | None:
+        verdict = check_reference(token, server.config.trusted_keys, audience=server.config.audience, tool=tool,
+                                  target=operation_target(tool, arguments), arguments=arguments, binding=binding,
+                                  ttl=server.config.confirmation.reference_ttl_seconds, now=time.time() + offset)
+        if not verdict.approved or verdict.consume is None or verdict.approved_at is None:
+            return None
+        if not await anyio.to_thread.run_sync(server.engine.consume_state, verdict.consume):
+            return None
+        return verdict.approved_at - offset  # the window, measured on the skewed clock too
+
+    server._confirm_reference = skewed  # type: ignore[method-assign]
+
+
+CLOCK_OFFSET = CONTRACT.limit("binding.clock_skew") - 1
+
+
+@variant("reference-clock-ahead", freedom="clocks differ: a server may run up to binding.clock_skew ahead of its host")
+def reference_clock_ahead(server: VariantServer) -> None:
+    """Its clock runs just under the allowed skew ahead of the host's when it judges confirmation references."""
+    _reference_clock(server, CLOCK_OFFSET)
+
+
+@variant("reference-clock-behind", freedom="clocks differ: a server may run up to binding.clock_skew behind its host")
+def reference_clock_behind(server: VariantServer) -> None:
+    """Its clock runs just under the allowed skew behind the host's when it judges confirmation references."""
+    _reference_clock(server, -CLOCK_OFFSET)
 
 
 # -- opaque ids -------------------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from engram_mcp.conformance._connect import Connection, TargetUnreachable, leaf_exceptions, parse_target
-from engram_mcp.conformance._host import ElicitationConfirmer, NoBinding, host_from_profile
+from engram_mcp.conformance._host import ElicitationConfirmer, NoBinding, host_from_profile, references_from_profile
 from engram_mcp.conformance._profile import (
     NEEDS_PROFILE,
     Profile,
@@ -147,7 +147,16 @@ def test_an_unknown_table_is_refused(reference: Path, tmp_path: Path) -> None:
      'scopes[0].admission_policy: must be one of "accept", "reject", "secret-scan", "adjudicate", "unknown"'),
     ("confirmation_ttl_seconds = 4=>confirmation_ttl_seconds = 0", "confirmation_ttl_seconds = 0",
      "scopes[0].confirmation_ttl_seconds: must be at least 1, not 0"),
-], ids=["integer-as-string", "grants-as-string", "unknown-policy", "ttl-zero"])
+    ('modes = ["host-reference", "server-initiated"]=>modes = []', "modes = []",
+     "confirmation.modes: must not be empty"),
+    ('modes = ["host-reference", "server-initiated"]=>modes = ["host-reference", "host-reference"]', "modes = [",
+     "confirmation.modes: lists an item twice"),
+    ('modes = ["host-reference", "server-initiated"]=>modes = ["push"]', "modes = [",
+     'confirmation.modes[0]: must be one of "host-reference", "server-initiated", not the string "push"'),
+    ("reference_ttl_seconds = 300=>reference_ttl_seconds = 301", "reference_ttl_seconds = 301",
+     "confirmation.reference_ttl_seconds: must be at most 300, not 301"),
+], ids=["integer-as-string", "grants-as-string", "unknown-policy", "ttl-zero", "no-mode", "mode-twice", "unknown-mode",
+        "ttl-over-the-limit"])
 def test_a_wrong_type_or_value_names_the_key_and_its_line(reference: Path, tmp_path: Path, edit: str,
                                                           fragment: str, expected: str) -> None:
     path = _profile(reference, tmp_path, edit)
@@ -462,3 +471,24 @@ def test_binding_target_and_scopes_come_together(tmp_path: Path) -> None:
     path = tmp_path / "half.toml"
     path.write_text('[[scopes]]\ntenant = "t"\nworkspace = "w"\n', encoding="utf-8")
     assert f"{path}: binding: required key is missing (a profile with [scopes] needs it)" in _refusal(path)
+
+
+# -- [confirmation]: the modes the harness tests ----------------------------------------------------------
+
+
+def test_the_generated_profile_declares_both_confirmation_modes(reference: Path) -> None:
+    profile = load_profile(reference / "conformance-profile.toml")
+    assert profile.confirmation_modes == {"host-reference", "server-initiated"}
+    assert profile.reference_ttl_seconds == load().limit("confirmation.ttl.max")
+    assert references_from_profile(profile) is not None
+
+
+def test_a_profile_without_confirmation_means_server_initiated_only(reference: Path, tmp_path: Path) -> None:
+    text = (reference / "conformance-profile.toml").read_text(encoding="utf-8")
+    start = text.index("[confirmation]")
+    path = reference / f"no-confirmation-{tmp_path.name}.toml"
+    path.write_text(text[:start] + text[text.index("[[scopes]]", start):], encoding="utf-8")
+    profile = load_profile(path)
+    assert profile.confirmation_modes == {"server-initiated"}
+    assert references_from_profile(profile) is None
+    assert Profile.absent().confirmation_modes == {"server-initiated"}

@@ -48,6 +48,7 @@ import mcp_types as types
 from mcp.server import ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from engram_mcp.contract import binding as binding_module
 from engram_mcp.contract import load, profile_digest
 from engram_mcp.contract.binding import (
     CONFIRMATION_INPUT_KEY,
@@ -235,6 +236,13 @@ def _responses(params: types.CallToolRequestParams) -> dict[str, Any]:
 
 def _modern(ctx: ServerRequestContext) -> bool:
     return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
+def _can_elicit(ctx: ServerRequestContext) -> bool:
+    """Whether the client declared form elicitation (the reference's own reading of its capabilities)."""
+    capabilities = ctx.session.client_capabilities
+    declared = capabilities.model_dump(by_alias=True, exclude_none=True) if capabilities is not None else None
+    return supports_form_elicitation(declared, ctx.protocol_version)
 
 
 def _error_rewrite(server: FaultyServer, change: Callable[[ServerRequestContext, Any, dict[str, Any], dict[str, Any]], None]) -> None:
@@ -657,13 +665,142 @@ def no_elicitation_runs_unconfirmed(server: FaultyServer) -> None:
     confirm = server._confirm
 
     async def skip(ctx: Any, params: Any, tool: str, binding: Any, arguments: Any, ttl: int) -> Any:
-        capabilities = ctx.session.client_capabilities
-        declared = capabilities.model_dump(by_alias=True, exclude_none=True) if capabilities is not None else None
-        if not supports_form_elicitation(declared, ctx.protocol_version):
+        if not _can_elicit(ctx):
             return time.time()
         return await confirm(ctx, params, tool, binding, arguments, ttl)
 
     server._confirm = skip  # type: ignore[method-assign]
+
+
+# -- host-reference confirmation ------------------------------------------------------------------------------
+
+
+@variant("reference-window-from-receipt", breaks=["EMC-GATE-005", "EMC-HP-066"],
+         caught_by=["confirmation-ref.execution-window"], era="legacy")
+def reference_window_from_receipt(server: FaultyServer) -> None:
+    """The 30 s execution window runs from when the reference arrived, not from the host's approval."""
+    judge = server._confirm_reference
+
+    async def on_arrival(token: Any, tool: str, binding: Any, arguments: Any) -> Any:
+        approved_at = await judge(token, tool, binding, arguments)
+        return None if approved_at is None else time.time()
+
+    server._confirm_reference = on_arrival  # type: ignore[method-assign]
+
+
+@variant("reference-replayable", breaks=["EMC-HP-065"], caught_by=["confirmation-ref.single-use"], era="modern")
+def reference_replayable(server: FaultyServer) -> None:
+    """Reference ids are never recorded: a spent reference, or its id under a new signature, confirms again."""
+    consume = server.engine.consume_state
+    server.engine.consume_state = lambda nonce, now=None: True if nonce.startswith("ref:") else consume(nonce, now)  # type: ignore[method-assign]
+
+
+@variant("reference-not-bound-to-target", breaks=["EMC-GATE-003"], caught_by=["confirmation-ref.other-operation"],
+         era="modern")
+def reference_not_bound_to_target(server: FaultyServer) -> None:
+    """A reference is checked for its signature, expiry, window, capability and id, but not its target or digest."""
+
+    async def loose(token: Any, tool: str, binding: Any, arguments: Any) -> Any:
+        try:
+            claims, _ = binding_module._signed_claims(token, server.config.trusted_keys, binding_module.REFERENCE_TOKEN_TYPE)
+        except BindingRejected:
+            return None
+        if claims.get("capability") != tool or time.time() >= claims.get("exp", 0):
+            return None
+        spent = f"ref:{binding_module.host_kid(token)}:{claims.get('jti')}"
+        return claims.get("approved_at") if await anyio.to_thread.run_sync(server.engine.consume_state, spent) else None
+
+    server._confirm_reference = loose  # type: ignore[method-assign]
+
+
+@variant("reference-missing-runs-unconfirmed", breaks=["EMC-GATE-008", "EMC-HP-067"],
+         caught_by=["confirmation-ref.missing"], era="legacy")
+def reference_missing_runs_unconfirmed(server: FaultyServer) -> None:
+    """A gated call with no reference, from a client that cannot be asked either, runs unconfirmed."""
+    gate = server._gate
+
+    async def lenient(ctx: Any, params: Any, tool: str, binding: Any, arguments: Any, ttl: int) -> Any:
+        if binding_module.CONFIRMATION_REF_META_KEY not in (ctx.meta or {}) and not _can_elicit(ctx):
+            return time.time()
+        return await gate(ctx, params, tool, binding, arguments, ttl)
+
+    server._gate = lenient  # type: ignore[method-assign]
+
+
+@variant("reference-ignored-server-asks", breaks=["EMC-HP-061"], caught_by=["confirmation-ref.approval-runs"],
+         era="legacy")
+def reference_ignored_server_asks(server: FaultyServer) -> None:
+    """A carried reference is ignored: the server asks the client by elicitation anyway."""
+    confirm = server._confirm
+
+    async def asks(ctx: Any, params: Any, tool: str, binding: Any, arguments: Any, ttl: int) -> Any:
+        return await confirm(ctx, params, tool, binding, arguments, ttl)
+
+    server._gate = asks  # type: ignore[method-assign]
+
+
+@variant("reference-signature-unchecked", breaks=["EMC-GATE-001", "EMC-HP-062"], caught_by=["confirmation-ref.forged"],
+         era="modern")
+def reference_signature_unchecked(server: FaultyServer) -> None:
+    """A reference whose signature does not verify, or whose key is unknown, is read anyway."""
+    strict = binding_module._signed_claims
+
+    def unchecked(token: str, trusted: Any, token_type: str) -> Any:
+        try:
+            return strict(token, trusted, token_type)
+        except BindingRejected as rejected:
+            if token_type != binding_module.REFERENCE_TOKEN_TYPE or rejected.reason not in ("bad_signature", "untrusted_key"):
+                raise
+            return jwt.decode(token, options={"verify_signature": False}), binding_module.TrustedHost(generate_host_key()[1])
+
+    binding_module._signed_claims = unchecked  # type: ignore[assignment]
+
+
+@variant("reference-expiry-unchecked", breaks=["EMC-GATE-004"], caught_by=["confirmation-ref.expired"], era="legacy")
+def reference_expiry_unchecked(server: FaultyServer) -> None:
+    """A reference is judged at its approval time, so its exp never passes."""
+
+    async def ageless(token: Any, tool: str, binding: Any, arguments: Any) -> Any:
+        try:
+            approved_at = float(jwt.decode(token, options={"verify_signature": False})["approved_at"])
+        except (jwt.PyJWTError, KeyError, TypeError, ValueError):
+            return None
+        verdict = binding_module.check_reference(
+            token, server.config.trusted_keys, audience=server.config.audience, tool=tool,
+            target=operation_target(tool, arguments), arguments=arguments, binding=binding, now=approved_at)
+        if not verdict.approved or not await anyio.to_thread.run_sync(server.engine.consume_state, verdict.consume):
+            return None
+        return verdict.approved_at
+
+    server._confirm_reference = ageless  # type: ignore[method-assign]
+
+
+@variant("reference-policy-gate-unbound", breaks=["EMC-GATE-002"], caught_by=["confirmation-ref.policy-gated"],
+         era="modern")
+def reference_policy_gate_unbound(server: FaultyServer) -> None:
+    """For policy-gated capture and admission any signed reference of the host passes, whatever call it names."""
+    judge = server._confirm_reference
+
+    async def lax(token: Any, tool: str, binding: Any, arguments: Any) -> Any:
+        if tool not in (CAPTURE, ADMIT):
+            return await judge(token, tool, binding, arguments)
+        try:
+            binding_module._signed_claims(token, server.config.trusted_keys, binding_module.REFERENCE_TOKEN_TYPE)
+        except BindingRejected:
+            return None
+        return time.time()
+
+    server._confirm_reference = lax  # type: ignore[method-assign]
+
+
+@variant("reference-ttl-ceiling-ignored", breaks=["EMC-GATE-004", "EMC-HP-063"],
+         caught_by=["confirmation-ref.ttl-ceiling"], era="legacy")
+def reference_ttl_ceiling_ignored(server: FaultyServer) -> None:
+    """A reference is honoured until its exp however far after the approval the host put it."""
+    unbounded = 10**9
+    binding_module.CONFIRMATION_TTL_MAX = unbounded  # type: ignore[misc]
+    server.config = dataclasses.replace(server.config, confirmation=dataclasses.replace(
+        server.config.confirmation, reference_ttl_seconds=unbounded))
 
 
 # -- lifecycle and visibility ------------------------------------------------------------------------------------
