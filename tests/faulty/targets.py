@@ -1256,6 +1256,20 @@ def audit_id_minted_by_server(server: FaultyServer) -> None:
     server.rewrites.append(rewrite)
 
 
+@variant("audit-id-filled-in", breaks=["EMC-HP-053"], caught_by=["host.audit-required"], era="legacy")
+def audit_id_filled_in(server: FaultyServer) -> None:
+    """A binding without audit_id is served: the server names the call itself instead of refusing it."""
+    binding = server._binding
+
+    def filled(ctx: ServerRequestContext) -> Any:
+        bound = binding(ctx)
+        if bound is not None and bound.audit_id is None:
+            return dataclasses.replace(bound, audit_id="audit_" + secrets.token_hex(16))
+        return bound
+
+    server._binding = filled  # type: ignore[method-assign]
+
+
 def _deadline_judge(judge: Callable[[str], bool]) -> None:
     """Replace the server's deadline test; ``judge`` gets the name of the function asking."""
     real = reference_server.deadline_passed
