@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from enum import Enum
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import pytest
 
@@ -69,7 +69,7 @@ class NotApplicable(pytest.skip.Exception):  # type: ignore[name-defined]  # pyt
     """The check cannot apply to this run (a tool, era or transport without the feature): not counted as unexercised."""
 
 
-def not_applicable(reason: str) -> None:
+def not_applicable(reason: str) -> NoReturn:
     """Stop the check as SKIP, but not applicable: the requirement has nothing to exercise here."""
     raise NotApplicable(reason)
 

@@ -18,12 +18,14 @@ import jwt
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from engram_mcp.conformance._profile import NEEDS_PROFILE, Profile, ProfileError, ScopeProfile
+from engram_mcp.contract import load
 from engram_mcp.contract.binding import (
     BINDING_CLOCK_SKEW,
     CONFIRMATION_INPUT_KEY,
     CONFIRMATION_REF_META_KEY,
     CONFIRMATION_TTL_MAX,
     HOST_BINDING_META_KEY,
+    confirmation_required,
     generate_host_key,
     load_private_key,
     mint_binding,
@@ -116,9 +118,17 @@ class SignedMetaBinding:
 
     def _token(self, scope: ScopeProfile, principal: str, *, purpose: str | None, session: str,
                key: Ed25519PrivateKey | None = None, **overrides: Any) -> str:
-        claims = {"audience": self.audience, "issuer": self.issuer, "tenant": scope.tenant, "workspace": scope.workspace,
-                  "principal": principal, "agent_id": "conformance-agent", "session": session,
-                  "purpose_ref": purpose or self.purpose_ref, "lifetime": self.lifetime}
+        claims: dict[str, Any] = {
+            "audience": self.audience,
+            "issuer": self.issuer,
+            "tenant": scope.tenant,
+            "workspace": scope.workspace,
+            "principal": principal,
+            "agent_id": "conformance-agent",
+            "session": session,
+            "purpose_ref": purpose or self.purpose_ref,
+            "lifetime": self.lifetime,
+        }
         renamed = {"aud": "audience"}  # mint_binding names the audience claim by keyword
         for name, value in overrides.items():
             claims[renamed.get(name, name)] = value
@@ -138,7 +148,9 @@ class SignedMetaBinding:
         value = claims.get("audit_id")
         return value if isinstance(value, str) else None
 
-    def forged(self, forgery: Forgery, scope: ScopeProfile, principal: str) -> dict[str, Any]:
+    def forged(  # noqa: PLR0912 - one branch per forgery
+        self, forgery: Forgery, scope: ScopeProfile, principal: str
+    ) -> dict[str, Any]:
         now = int(time.time())
         if forgery == "missing":
             return {}
@@ -212,10 +224,19 @@ class SignedConfirmationReference:
         elif flaw == "too_long_lived":  # one second over the ceiling: no server may accept it
             token = self._token(scope, principal, tool, arguments, approved_at=now, lifetime=CONFIRMATION_TTL_MAX + 1)
         elif flaw == "untrusted_key":
-            token = self._token(scope, principal, tool, arguments, approved_at=now, lifetime=min(self.LIFETIME, self.ttl),
-                                key=generate_host_key()[0])
+            token = self._token(
+                scope,
+                principal,
+                tool,
+                arguments,
+                approved_at=now,
+                lifetime=min(self.LIFETIME, self.ttl),
+                key=generate_host_key()[0],
+            )
         elif flaw == "forged_signature":  # the claims of one approval under the signature of another
-            real = self._token(scope, principal, tool, arguments, approved_at=now, lifetime=min(self.LIFETIME, self.ttl))
+            real = self._token(
+                scope, principal, tool, arguments, approved_at=now, lifetime=min(self.LIFETIME, self.ttl)
+            )
             other = self._token(scope, principal, tool, {**arguments, "idempotency_key": arguments.get(
                 "idempotency_key", "") + "-x"}, approved_at=now, lifetime=min(self.LIFETIME, self.ttl))
             token = ".".join([*real.split(".")[:2], other.split(".")[2]])
@@ -263,10 +284,8 @@ class ReferenceConfirmation:
 
     @staticmethod
     def _gated(tool: str, scope: ScopeProfile) -> bool:
-        gated = {"engram_memory_withdraw", "engram_memory_forget"}
-        gated |= {"engram_memory_capture"} if scope.confirm_capture else set()
-        gated |= {"engram_memory_request_admission"} if scope.confirm_admission else set()
-        return tool in gated
+        """Whether the call needs a confirmation: by the contract's tool data and the scope's policy."""
+        return tool in load().tools and confirmation_required(tool, scope.policy_tools)  # an unknown tool is not gated
 
 
 def references_from_profile(profile: Profile) -> ConfirmationReferences | None:
@@ -290,13 +309,14 @@ class ElicitationConfirmer:
     """The host profile's confirmation: a form with one boolean, ``confirm``."""
 
     def elicit_result(self, answer: Answer) -> dict[str, Any] | None:
-        return {
+        results: dict[str, dict[str, Any] | None] = {
             "accept": {"action": "accept", "content": {"confirm": True}},
             "accept_false": {"action": "accept", "content": {"confirm": False}},
             "decline": {"action": "decline"},
             "cancel": {"action": "cancel"},
             "silence": None,
-        }[answer]
+        }
+        return results[answer]
 
     def input_responses(self, answer: Answer) -> dict[str, Any]:
         result = self.elicit_result(answer)
@@ -320,11 +340,11 @@ class NoBinding:
     def forged(self, forgery: Forgery, scope: ScopeProfile, principal: str) -> dict[str, Any]:
         import pytest
 
-        if forgery == "missing":
-            return {}
         if forgery == "garbage":
             return {HOST_BINDING_META_KEY: "not-a-token"}
-        pytest.skip(f"{NEEDS_PROFILE}: a {forgery} binding is forged from the host's key")
+        if forgery != "missing":
+            pytest.skip(f"{NEEDS_PROFILE}: a {forgery} binding is forged from the host's key")
+        return {}
 
 
 def host_from_profile(profile: Profile) -> tuple[HostBinding, Confirmer]:

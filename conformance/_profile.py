@@ -56,6 +56,13 @@ class ScopeProfile:
     def label(self) -> str:
         return f"{self.tenant}/{self.workspace}"
 
+    @property
+    def policy_tools(self) -> frozenset[str]:
+        """The tools this scope's confirm_* keys switch on: the scope's set for spec/tools.json's "policy" tools."""
+        switched = {"engram_memory_capture": self.confirm_capture,
+                    "engram_memory_request_admission": self.confirm_admission}
+        return frozenset(tool for tool, on in switched.items() if on)
+
     def principal_with(self, tools: frozenset[str] | set[str]) -> str | None:
         """A principal granted at least these tools (and able to capture, if capture is among them),
         preferring the one granted the most."""
@@ -92,7 +99,8 @@ class Profile:
         """Why a check that needs a scope in this role cannot run, and what would unlock it."""
         if not self.given:
             return f"{NEEDS_PROFILE}: a {role} scope"
-        return f"the profile has no {role} scope: add one to {self.path.name if self.path else 'the profile'} (spec/profile.md)"
+        where = self.path.name if self.path else "the profile"
+        return f"the profile has no {role} scope: add one to {where} (spec/profile.md)"
 
     # -- roles ---------------------------------------------------------------
 
@@ -111,7 +119,11 @@ class Profile:
         primary = self.primary
         if primary is None:
             return None
-        return self.find(lambda s: s.memory and s.tenant == primary.tenant and s.workspace != primary.workspace and bool(s.principals))
+        return self.find(
+            lambda s: (
+                s.memory and s.tenant == primary.tenant and s.workspace != primary.workspace and bool(s.principals)
+            )
+        )
 
     def other_tenant(self) -> ScopeProfile | None:
         primary = self.primary
@@ -123,7 +135,9 @@ class Profile:
         return self.find(lambda s: not s.memory)
 
     def gated_capture(self) -> ScopeProfile | None:
-        return self.find(lambda s: s.memory and s.confirm_capture and s.principal_with({"engram_memory_capture"}) is not None)
+        return self.find(
+            lambda s: s.memory and s.confirm_capture and s.principal_with({"engram_memory_capture"}) is not None
+        )
 
     def adjudicating(self) -> ScopeProfile | None:
         return self.find(lambda s: s.memory and s.admission_policy == "adjudicate"
@@ -191,7 +205,9 @@ def validate_profile_data(data: Mapping[str, Any], text: str, path: Path | str) 
     lines = TomlLines(text)
     problems = []
     validator = load().validator(load().data_schema("profile"))
-    for error in sorted(validator.iter_errors(data), key=lambda e: (lines.line(tuple(e.absolute_path)) or 0, str(e.absolute_path))):
+    for error in sorted(
+        validator.iter_errors(data), key=lambda e: (lines.line(tuple(e.absolute_path)) or 0, str(e.absolute_path))
+    ):
         at = tuple(error.absolute_path)
         for key_path, message in _explain(error, at):
             line = lines.line(key_path)
@@ -205,7 +221,9 @@ def load_profile(path: Path) -> Profile:
     text, data = _parse(path)
     problems = validate_profile_data(data, text, path)
     if problems:
-        raise ProfileError("the profile is not valid (spec/profile.md documents every key):\n  " + "\n  ".join(problems))
+        raise ProfileError(
+            "the profile is not valid (spec/profile.md documents every key):\n  " + "\n  ".join(problems)
+        )
     lines = TomlLines(text)
     base = path.parent
     headers = _http_headers(data.get("http", {}), base, path, lines)
@@ -275,7 +293,7 @@ def _kind(value: Any) -> str:
     return type(value).__name__  # TOML dates and times
 
 
-def _explain(error: Any, at: KeyPath) -> list[tuple[KeyPath, str]]:
+def _explain(error: Any, at: KeyPath) -> list[tuple[KeyPath, str]]:  # noqa: PLR0911 - one return per schema keyword
     """(key path, message) pairs for one schema error."""
     schema, instance = error.schema, error.instance
     if error.validator == "additionalProperties" and isinstance(instance, dict):
@@ -295,10 +313,13 @@ def _explain(error: Any, at: KeyPath) -> list[tuple[KeyPath, str]]:
         return [((*at, k), "required key is missing") for k in missing] or [(at, error.message)]
     if error.validator == "type":
         expected = error.validator_value
-        words = " or ".join(_TYPE_WORDS.get(t, t) for t in (expected if isinstance(expected, list) else [expected]))
+        names: list[str] = expected if isinstance(expected, list) else [expected]
+        words = " or ".join(_TYPE_WORDS.get(t, t) for t in names)
         return [(at, f"must be {words}, not {_kind(instance)}")]
     if error.validator == "enum":
-        return [(at, f"must be one of {', '.join(json.dumps(v) for v in error.validator_value)}, not {_kind(instance)}")]
+        return [
+            (at, f"must be one of {', '.join(json.dumps(v) for v in error.validator_value)}, not {_kind(instance)}")
+        ]
     if error.validator == "minimum":
         return [(at, f"must be at least {error.validator_value}, not {instance}")]
     if error.validator == "maximum":

@@ -673,7 +673,7 @@ def _refused(reason: str) -> ReferenceVerdict:
     return ReferenceVerdict(False, reason, None, None)
 
 
-def check_reference(
+def check_reference(  # noqa: PLR0911 - one refusal per reason, in the order they are judged
     token: Any,
     trusted_keys: Mapping[str, Ed25519PublicKey | TrustedHost],
     *,

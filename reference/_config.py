@@ -13,9 +13,14 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-
 from engram_mcp.contract import load
-from engram_mcp.contract.binding import CONFIRMATION_MODES, CONFIRMATION_TTL_MAX, ConfirmationMode, TrustedHost, load_public_key
+from engram_mcp.contract.binding import (
+    CONFIRMATION_MODES,
+    CONFIRMATION_TTL_MAX,
+    ConfirmationMode,
+    TrustedHost,
+    load_public_key,
+)
 from engram_mcp.reference._core import ScopePolicy
 from engram_mcp.reference._crypto import derive_key, load_kek
 from engram_mcp.reference._policy import policy_named
@@ -228,7 +233,9 @@ def _transport(table: Mapping[str, Any]) -> TransportConfig:
         raise ConfigError("transport: 'http_max_connections' must be positive")
     return TransportConfig(
         max_message_bytes=message,
-        http_header_timeout_seconds=_seconds(table, "http_header_timeout_seconds", defaults.http_header_timeout_seconds),
+        http_header_timeout_seconds=_seconds(
+            table, "http_header_timeout_seconds", defaults.http_header_timeout_seconds
+        ),
         http_body_timeout_seconds=_seconds(table, "http_body_timeout_seconds", defaults.http_body_timeout_seconds),
         http_max_connections=connections,
     )

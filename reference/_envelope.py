@@ -35,7 +35,7 @@ class Outcome:
 
 def envelope(outcome: Outcome, audit_id: str) -> dict[str, Any]:
     """The envelope of one call; ``audit_id`` is the host's, from the call's binding (EMC-HP-052)."""
-    if outcome.ok:
+    if outcome.code is None:  # outcome.ok, spelled so the code below is known to be a str
         return {
             "ok": True,
             "output": {"schema_version": 1, "value": outcome.value},

@@ -139,7 +139,7 @@ class ReferenceServer:
 
     def _binding(self, ctx: ServerRequestContext) -> Binding | None:
         """The verified binding; None when the request carries none at all."""
-        meta = ctx.meta or {}
+        meta: Mapping[str, Any] = ctx.meta or {}
         if HOST_BINDING_META_KEY not in meta:
             return None
         try:
@@ -158,24 +158,32 @@ class ReferenceServer:
             log.exception("binding check failed")
             raise _protocol_error(_UNTRUSTED) from None
 
-    async def _list_tools(self, ctx: ServerRequestContext, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    async def _list_tools(
+        self, ctx: ServerRequestContext, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
         binding = self._trusted_binding(ctx)
         granted = self.config.tools_for(scope_of(binding), binding.principal) if binding else frozenset()
         return types.ListToolsResult(tools=[self.tools[name] for name in _CONTRACT.tools if name in granted])
 
     # -- tools/call ----------------------------------------------------------
 
-    async def _call_tool(self, ctx: ServerRequestContext, params: types.CallToolRequestParams) -> types.CallToolResult | types.InputRequiredResult:
+    async def _call_tool(
+        self, ctx: ServerRequestContext, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
         binding = self._trusted_binding(ctx)
         if binding is None:
             raise _protocol_error(_UNTRUSTED)
         tool = params.name
         if binding.audit_id is None:  # the host names every call it makes (EMC-HP-053)
             log.info("binding refused: missing_audit_id")
-            await self._audit_quietly(binding, tool if tool in _CONTRACT.tools else "unknown", str(_UNTRUSTED.jsonrpc_code))
+            await self._audit_quietly(
+                binding, tool if tool in _CONTRACT.tools else "unknown", str(_UNTRUSTED.jsonrpc_code)
+            )
             raise _protocol_error(_UNTRUSTED)
         if tool not in self.config.tools_for(scope_of(binding), binding.principal):
-            await self._audit_quietly(binding, tool if tool in _CONTRACT.tools else "unknown", str(_UNKNOWN_TOOL.jsonrpc_code))
+            await self._audit_quietly(
+                binding, tool if tool in _CONTRACT.tools else "unknown", str(_UNKNOWN_TOOL.jsonrpc_code)
+            )
             raise _protocol_error(_UNKNOWN_TOOL)
         audit_id = binding.audit_id
         try:
@@ -205,7 +213,7 @@ class ReferenceServer:
             result = _unforeseen(tool)
         return tool_result(envelope(result, audit_id))
 
-    async def _guarded_call(
+    async def _guarded_call(  # noqa: PLR0911 - one return per refusal, in the profile's order
         self, ctx: ServerRequestContext, params: types.CallToolRequestParams, tool: str, binding: Binding, audit_id: str
     ) -> Outcome | types.InputRequiredResult:
         arguments = params.arguments if params.arguments is not None else {}
@@ -244,17 +252,19 @@ class ReferenceServer:
     async def _gate(
         self, ctx: ServerRequestContext, params: types.CallToolRequestParams, tool: str,
         binding: Binding, arguments: dict[str, Any], ttl: int,
-    ) -> float | None | types.InputRequiredResult:
+    ) -> float | types.InputRequiredResult | None:
         """The approval time by the configured modes: a carried reference is judged alone, never by asking."""
         modes = self.config.confirmation.modes
-        meta = ctx.meta or {}
+        meta: Mapping[str, Any] = ctx.meta or {}
         if "host-reference" in modes and CONFIRMATION_REF_META_KEY in meta:
             return await self._confirm_reference(meta[CONFIRMATION_REF_META_KEY], tool, binding, arguments)
         if "server-initiated" in modes:
             return await self._confirm(ctx, params, tool, binding, arguments, ttl)
         raise _protocol_error(_UNTRUSTED)  # the contract's missing confirmation reference
 
-    async def _confirm_reference(self, token: Any, tool: str, binding: Binding, arguments: dict[str, Any]) -> float | None:
+    async def _confirm_reference(
+        self, token: Any, tool: str, binding: Binding, arguments: dict[str, Any]
+    ) -> float | None:
         """The host's approval time when its reference confirms this call, else None; the id is spent first."""
         verdict = check_reference(token, self.config.trusted_keys, audience=self.config.audience, tool=tool,
                                   target=operation_target(tool, arguments), arguments=arguments, binding=binding,
@@ -270,12 +280,14 @@ class ReferenceServer:
     async def _confirm(
         self, ctx: ServerRequestContext, params: types.CallToolRequestParams, tool: str,
         binding: Binding, arguments: dict[str, Any], ttl: int,
-    ) -> float | None | types.InputRequiredResult:
+    ) -> float | types.InputRequiredResult | None:
         """The approval time, None when refused, or the modern era's request for input."""
         capabilities = ctx.session.client_capabilities
         declared = capabilities.model_dump(by_alias=True, exclude_none=True) if capabilities is not None else None
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
-        if not supports_form_elicitation(declared, ctx.protocol_version) or not (modern or ctx.session.can_send_request):
+        if not supports_form_elicitation(declared, ctx.protocol_version) or not (
+            modern or ctx.session.can_send_request
+        ):
             raise _protocol_error(_UNTRUSTED)  # the host cannot carry a confirmation at all
         target = operation_target(tool, arguments)
         if modern:
@@ -295,7 +307,9 @@ class ReferenceServer:
                          for k, v in (params.input_responses or {}).items()}
             verdict = check_retry(self.sealer, request_state=params.request_state, input_responses=responses,
                                   tool=tool, target=target, arguments=arguments, binding=binding)
-            if verdict.consume is not None and not await anyio.to_thread.run_sync(self.engine.consume_state, verdict.consume):
+            if verdict.consume is not None and not await anyio.to_thread.run_sync(
+                self.engine.consume_state, verdict.consume
+            ):
                 return None  # a replayed state
             return time.time() if verdict.approved else None
         try:
@@ -308,7 +322,9 @@ class ReferenceServer:
         return time.time() if is_approval(answer) else None
 
     async def _audit(self, binding: Binding, tool: str, outcome: str, audit_id: str | None = None) -> None:
-        await anyio.to_thread.run_sync(partial(self.audit.append, audit_id or _journal_id(binding), binding, tool, outcome))
+        await anyio.to_thread.run_sync(
+            partial(self.audit.append, audit_id or _journal_id(binding), binding, tool, outcome)
+        )
 
     async def _audit_quietly(self, binding: Binding, tool: str, outcome: str) -> None:
         """Record a refused call; a failure to record never changes the refusal the client gets."""

@@ -251,13 +251,17 @@ def test_a_key_is_trusted_for_named_issuers_and_tenants(host: HostKey) -> None:
     trusted = {KID: b.TrustedHost(host[1], issuers=frozenset({"host:test", "host:gateway"}),
                                   tenants=frozenset({"tenant:a", "tenant:b"}))}
     assert b.verify_binding(mint(host, tenant="tenant:b"), trusted, audience=AUDIENCE, now=NOW).tenant == "tenant:b"
-    assert b.verify_binding(mint(host, iss="host:gateway"), trusted, audience=AUDIENCE, now=NOW).issuer == "host:gateway"
+    assert (
+        b.verify_binding(mint(host, iss="host:gateway"), trusted, audience=AUDIENCE, now=NOW).issuer == "host:gateway"
+    )
     assert reason(mint(host, tenant="tenant:z"), trusted) == "tenant_not_trusted"
     assert reason(mint(host, iss="host:other"), trusted) == "wrong_issuer"
 
 
 def test_audit_id_and_deadline_reach_the_binding(host: HostKey, trusted: Trusted) -> None:
-    bound = b.verify_binding(mint(host, audit_id="host-audit-1", deadline=NOW + 2.5), trusted, audience=AUDIENCE, now=NOW)
+    bound = b.verify_binding(
+        mint(host, audit_id="host-audit-1", deadline=NOW + 2.5), trusted, audience=AUDIENCE, now=NOW
+    )
     assert (bound.audit_id, bound.deadline) == ("host-audit-1", NOW + 2.5)
     assert b.verify_binding(mint(host, audit_id=None), trusted, audience=AUDIENCE, now=NOW).audit_id is None
     assert not b.deadline_passed(bound, now=NOW + 2.4) and b.deadline_passed(bound, now=NOW + 2.5)

@@ -177,7 +177,11 @@ def test_case_verdict(oracle: ArgumentOracle, tool: str, case: dict[str, Any]) -
         assert verdict.code == case["code"]
 
 
-@pytest.mark.parametrize(("tool", "case"), [c for c in CASES if not c[1]["valid"]], ids=[i for i, c in zip(CASE_IDS, CASES) if not c[1]["valid"]])
+@pytest.mark.parametrize(
+    ("tool", "case"),
+    [c for c in CASES if not c[1]["valid"]],
+    ids=[i for i, c in zip(CASE_IDS, CASES, strict=True) if not c[1]["valid"]],
+)
 def test_case_code_follows_rule_codes_and_precedence(tool: str, case: dict[str, Any]) -> None:
     rules = CONTRACT.rules
     assert set(case["breaks"]) <= set(rules), "unknown rule id"
@@ -188,7 +192,7 @@ def test_case_code_follows_rule_codes_and_precedence(tool: str, case: dict[str, 
 
 def test_clock_is_given_where_a_clock_rule_is_broken() -> None:
     clock_rules = {r.id for r in CONTRACT.rules.values() if r.needs_clock}
-    for tool, case in CASES:
+    for _, case in CASES:
         if clock_rules & set(case.get("breaks", ())):
             assert "now" in case, case["description"]
 
@@ -252,7 +256,9 @@ def closed_objects(schema: Any, resolver: Any, where: str = "") -> Iterator[tupl
         yield from closed_objects(schema["items"], resolver, f"{where}/*")
 
 
-def instance_objects(schema: Any, resolver: Any, instance: Any, where: str = "") -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
+def instance_objects(
+    schema: Any, resolver: Any, instance: Any, where: str = ""
+) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
     """(location, schema, object) for every object of the instance that a closed schema describes."""
     schema, resolver = _deref(schema, resolver)
     if not isinstance(schema, dict):
@@ -314,7 +320,10 @@ def test_every_member_is_sent_as_null(tool: str, where: str, name: str) -> None:
 @pytest.mark.parametrize("name", HOST_OWNED)
 def test_every_host_owned_name_is_refused_at_the_top_level(tool: str, name: str) -> None:
     assert any(
-        not case["valid"] and case["breaks"] == ["closed_schema"] and isinstance(case["arguments"], dict) and name in case["arguments"]
+        not case["valid"]
+        and case["breaks"] == ["closed_schema"]
+        and isinstance(case["arguments"], dict)
+        and name in case["arguments"]
         for case in FIXTURES[tool]["cases"]
     )
 
@@ -339,7 +348,10 @@ def test_digest_vector(vector: dict[str, Any]) -> None:
 
 def test_digest_vectors_include_the_upstream_golden() -> None:
     golden = "sha256:df5abcbf1d1091794c1f37efcd89e5f7bd6b91afa631e29f084178d35c55e913"
-    assert any(v["function"] == "payload_digest" and v["expected"] == golden and "scope_ref" in v["input"]["payload"] for v in VECTORS)
+    assert any(
+        v["function"] == "payload_digest" and v["expected"] == golden and "scope_ref" in v["input"]["payload"]
+        for v in VECTORS
+    )
 
 
 def test_digest_vectors_cover_every_function() -> None:

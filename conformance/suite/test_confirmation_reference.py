@@ -17,8 +17,8 @@ import pytest
 from engram_mcp.conformance._checks import check, not_applicable
 from engram_mcp.conformance._connect import Connection, Reply
 from engram_mcp.conformance._host import ConfirmationReferences, ReferenceFlaw
-from engram_mcp.conformance._plugin import Run
 from engram_mcp.conformance._profile import NEEDS_PROFILE, ScopeProfile
+from engram_mcp.conformance._run import Run
 from engram_mcp.conformance._world import World, capture_arguments, fresh_key
 from engram_mcp.conformance.suite.test_gates import (
     ADMISSION,
@@ -126,7 +126,9 @@ def test_a_valid_reference_runs_the_operation(world: World, tool: str) -> None:
     value = confirm_runs(world, tool, arguments, "with_reference")
     receipt = value.get("receipt", {})
     expected = "withdrawn" if tool == WITHDRAW else "tombstoned"
-    assert receipt.get("to_state") == expected, f"the receipt's to_state is {receipt.get('to_state')!r}, not {expected!r}"
+    assert receipt.get("to_state") == expected, (
+        f"the receipt's to_state is {receipt.get('to_state')!r}, not {expected!r}"
+    )
     if tool == FORGET:
         gone = outcome(get_record(world, arguments["record_id"]))
         world.evidence.add("get_after_forget", gone)
@@ -136,7 +138,7 @@ def test_a_valid_reference_runs_the_operation(world: World, tool: str) -> None:
 @check("confirmation-ref.policy-gated", "EMC-GATE-002", "EMC-HP-061", "EMC-HP-064")
 @pytest.mark.parametrize("tool", [CAPTURE, ADMISSION])
 def test_a_policy_gated_mutation_runs_with_a_reference(world: World, tool: str) -> None:
-    """Where the policy gates capture or request_admission, a reference for another call is refused and a good one runs."""
+    """Where policy gates capture or request_admission, a reference for another call is refused and a good one runs."""
     references(world)
     scope = world.need(scope_gating(world, tool), f"{tool.removeprefix('engram_memory_')}-gated")
     principal = world.principal(scope, {CAPTURE, tool})
@@ -204,7 +206,7 @@ OTHER_OPERATIONS = ["capability", "target", "operation"]
 @check("confirmation-ref.other-operation", "EMC-GATE-003", "EMC-HP-064")
 @pytest.mark.parametrize("other", OTHER_OPERATIONS)
 def test_a_reference_for_another_operation_is_refused(world: World, other: str) -> None:
-    """A good reference for forget, for another candidate, or for the same candidate under another key is gate_failed."""
+    """A good reference for forget, for another candidate, or for the same one under another key is gate_failed."""
     references(world)
     arguments = withdraw_arguments(pending_candidate(world))
     if other == "capability":  # the same arguments, approved for another tool

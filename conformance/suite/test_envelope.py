@@ -1,4 +1,5 @@
-"""The result envelope: one exact shape, a faithful text copy, the error table's codes, constant sanitised texts, no echo.
+"""The result envelope: one exact shape, a faithful text copy, the error table's codes, constant sanitised texts,
+no echo.
 
 Most checks judge one sample of calls per era, made in the primary scope by a
 principal granted every tool: a success and several refusals of each tool
@@ -22,6 +23,7 @@ content, which is the caller's material by design.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -366,15 +368,14 @@ def test_every_success_value_satisfies_its_tools_value_schema(world: World, harn
         value, pinned = _pins.relaxed_value(value)
         for requirement in pinned:
             pin(requirement, False, f"{observed.label}: a candidate_id outside this project's form")
-        if pinned:
-            envelope = {**envelope, "output": {**envelope["output"], "value": value}}
+        checked = {**envelope, "output": {**envelope["output"], "value": value}} if pinned else envelope
         validator = CONTRACT.validator(CONTRACT.value_schema(observed.tool))
         errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
         if errors:
             where = "/" + "/".join(str(p) for p in errors[0].absolute_path)
             problems.append(f"{observed.label}: {len(errors)} violation(s), first at {where}: "
                             f"{errors[0].message[:160]}")
-        elif not CONTRACT.output_validator(observed.tool).is_valid(envelope):
+        elif not CONTRACT.output_validator(observed.tool).is_valid(checked):
             problems.append(f"{observed.label}: the envelope breaks the outputSchema advertised for {observed.tool}")
     world.evidence.add("values_checked", len(successes))
     fail_with(problems, "success values break their value schema")
@@ -430,7 +431,8 @@ def test_each_tool_sends_only_its_codes(world: World, harness: Any) -> None:
     """Every refusal of the whole run carries a code spec/errors.json lists for the tool that sent it."""
     problems = []
     for observed, error in refusals(world, harness):
-        entry = ERRORS.get(error.get("code")) if isinstance(error.get("code"), str) else None
+        code = error.get("code")
+        entry = ERRORS.get(code) if isinstance(code, str) else None
         if entry is not None and observed.tool in CONTRACT.tools and observed.tool not in entry.tools:
             problems.append(f"{observed.label}: {entry.code} is not a code {observed.tool} may send")
     fail_with(problems, "refusals use codes their tool may not send")
@@ -438,7 +440,8 @@ def test_each_tool_sends_only_its_codes(world: World, harness: Any) -> None:
 
 def table_text(label: str, error: dict[str, Any]) -> None:
     """The profile pin on a message: this project's text for the code (judged apart, at --level profile)."""
-    entry = ERRORS.get(error.get("code")) if isinstance(error.get("code"), str) else None
+    code = error.get("code")
+    entry = ERRORS.get(code) if isinstance(code, str) else None
     if entry is not None:
         pin(TABLE_TEXT, error.get("message") == entry.message,
             f"{label}: {entry.code} came with {fuzz.describe(error.get('message'), 120)}, not the table's text")
@@ -526,10 +529,8 @@ def reflections(reply: Reply, marker: str, allowed: Callable[[tuple[Any, ...]], 
     text, _ = text_copy(result)
     copy_is_faithful = False
     if text is not None:
-        try:
+        with contextlib.suppress(ValueError):
             copy_is_faithful = same_json(json.loads(text), structured)
-        except ValueError:
-            pass
     others = {k: v for k, v in result.items() if k not in ("structuredContent", "content")}
     if not copy_is_faithful and needle in json.dumps(result.get("content"), default=str).lower():
         found.append("the text content (which is not a faithful copy)")
@@ -560,8 +561,8 @@ def test_no_reply_repeats_what_the_arguments_said(world: World, harness: Any, to
         for where in reflections(reply, marker, allowed):
             problems.append(f"{label}: the marker is repeated in {where}")
         envelope = reply.envelope if isinstance(reply.envelope, dict) else {}
-        error = envelope.get("error") if isinstance(envelope.get("error"), dict) else {}
-        table_text(label, error)
+        error = envelope.get("error")
+        table_text(label, error if isinstance(error, dict) else {})
         return reply
 
     for planted in fuzz.marker_cases(tool, marker, purpose=purpose):
@@ -604,7 +605,11 @@ def test_every_envelope_has_its_own_audit_id(world: World, harness: Any) -> None
         if not isinstance(audit_id, str):
             problems.append(f"{item.label}: auditId is {audit_id!r}")
         else:
-            pin(AUDIT_PIN, AUDIT_MIN <= len(audit_id) <= AUDIT_MAX, f"{item.label}: auditId has {len(audit_id)} characters")
+            pin(
+                AUDIT_PIN,
+                AUDIT_MIN <= len(audit_id) <= AUDIT_MAX,
+                f"{item.label}: auditId has {len(audit_id)} characters",
+            )
     problems += [f"auditId {where}" for where in state.repeated]
     world.evidence.add("audit_ids_seen", len(state.audit_ids))
     fail_with(problems, "auditIds are missing or repeated")

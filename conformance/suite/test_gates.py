@@ -16,8 +16,8 @@ import pytest
 
 from engram_mcp.conformance._checks import Blocked, check, needs_deep, not_applicable, require
 from engram_mcp.conformance._connect import Connection, Reply
-from engram_mcp.conformance._plugin import Run
 from engram_mcp.conformance._profile import ScopeProfile
+from engram_mcp.conformance._run import Run
 from engram_mcp.conformance._world import World, capture_arguments, fresh_key
 from engram_mcp.contract import load
 from engram_mcp.contract.binding import CONFIRMATION_INPUT_KEY, CONFIRMATION_REQUESTED_SCHEMA
@@ -60,8 +60,15 @@ def offered_meta(world: World, tool: str, scope: ScopeProfile | None, principal:
     return world.host.meta(scope, principal)
 
 
-def ask(world: World, tool: str, arguments: dict[str, Any], answer: str = "accept", *, scope: ScopeProfile | None = None,
-        principal: str | None = None) -> tuple[bool, Reply]:
+def ask(
+    world: World,
+    tool: str,
+    arguments: dict[str, Any],
+    answer: str = "accept",
+    *,
+    scope: ScopeProfile | None = None,
+    principal: str | None = None,
+) -> tuple[bool, Reply]:
     """Send a call and answer the server's confirmation with ``answer``: (whether it asked, the final reply)."""
     meta = offered_meta(world, tool, scope, principal)
     if world.era == "legacy":
@@ -121,15 +128,22 @@ def assert_unchanged(world: World, tool: str, arguments: dict[str, Any], *, scop
     asked, reply = ask(world, tool, arguments, "accept", scope=scope, principal=principal)
     world.evidence.add("approved_retry", {"asked": asked, "outcome": outcome(reply)})
     assert outcome(reply) == "ok", (
-        f"the same call, approved after the refusal, did not succeed ({outcome(reply)}): the refusal changed the target "
-        "or reserved the key")
+        f"the same call, approved after the refusal, did not succeed ({outcome(reply)}): "
+        "the refusal changed the target or reserved the key"
+    )
     value = reply.envelope["output"]["value"]
     if tool in (WITHDRAW, FORGET):
-        assert value.get("replayed") is False, "the approved retry was answered as a replay: the refusal reserved the key"
+        assert value.get("replayed") is False, (
+            "the approved retry was answered as a replay: the refusal reserved the key"
+        )
         if tool == WITHDRAW:
-            assert value["receipt"].get("from_state") == "pending", "the candidate was no longer pending after the refusal"
+            assert value["receipt"].get("from_state") == "pending", (
+                "the candidate was no longer pending after the refusal"
+            )
     elif tool == CAPTURE:
-        assert value.get("status") != "duplicate_exact", "the approved capture is a duplicate: the refused one was stored"
+        assert value.get("status") != "duplicate_exact", (
+            "the approved capture is a duplicate: the refused one was stored"
+        )
 
 
 def gated_tools(scope: ScopeProfile) -> list[str]:
@@ -167,7 +181,9 @@ def session_without_elicitation(harness: Run, era: str) -> Connection:
         try:
             _NO_ELICITATION[key] = harness.open_extra(era, elicitation=False)
         except Exception as problem:  # the target refusing a second session is a prerequisite, not a verdict
-            raise Blocked(f"a second session without elicitation could not be opened ({type(problem).__name__})") from None
+            raise Blocked(
+                f"a second session without elicitation could not be opened ({type(problem).__name__})"
+            ) from None
     return _NO_ELICITATION[key]
 
 
@@ -227,7 +243,9 @@ def test_an_approved_confirmation_runs_the_operation(world: World, tool: str) ->
     assert outcome(reply) == "ok", f"an approved {tool} did not run ({outcome(reply)})"
     receipt = reply.envelope["output"]["value"].get("receipt", {})
     expected = "withdrawn" if tool == WITHDRAW else "tombstoned"
-    assert receipt.get("to_state") == expected, f"the receipt's to_state is {receipt.get('to_state')!r}, not {expected!r}"
+    assert receipt.get("to_state") == expected, (
+        f"the receipt's to_state is {receipt.get('to_state')!r}, not {expected!r}"
+    )
 
 
 # -- refusals --------------------------------------------------------------------------
@@ -332,7 +350,8 @@ def two_principals_sharing_a_gate(world: World) -> tuple[ScopeProfile, str, str,
 
 
 def arguments_in(world: World, scope: ScopeProfile, tool: str, principal: str) -> dict[str, Any]:
-    """Arguments for ``tool`` on a fresh target in ``scope``, made by ``principal`` (confirming where the scope asks)."""
+    """Arguments for ``tool`` on a fresh target in ``scope``, made by ``principal``
+    (confirming where the scope asks)."""
     if tool == CAPTURE:
         return capture_arguments(world.profile.purpose_ref)
     candidate = pending_candidate(world, scope, principal)
@@ -349,7 +368,7 @@ def arguments_in(world: World, scope: ScopeProfile, tool: str, principal: str) -
 @check("gate.state-for-another-operation", "EMC-GATE-003", "EMC-HP-027", "EMC-HP-037")
 @pytest.mark.parametrize("other", ["target", "arguments", "principal", "session"])
 def test_a_state_minted_for_another_operation_is_refused(world: World, other: str) -> None:
-    """2026-07-28: a state answered on another target, with other arguments, by another principal or session is gate_failed."""
+    """2026-07-28: a state answered for another target, arguments, principal or session is gate_failed."""
     if world.era != "modern":
         not_applicable("request_state exists only in the 2026-07-28 era")
     approve = world.confirmer.input_responses("accept")
@@ -373,7 +392,9 @@ def test_a_state_minted_for_another_operation_is_refused(world: World, other: st
         meta = world.host.meta(scope, world.principal(scope, {WITHDRAW}), session="conformance-other-session")
         reply = world.conn.call(WITHDRAW, arguments, meta, input_responses=approve, request_state=state)
         world.evidence.add("foreign_state", outcome(reply))
-        assert outcome(reply) == "gate_failed", f"a state minted in another host session approved the call ({outcome(reply)})"
+        assert outcome(reply) == "gate_failed", (
+            f"a state minted in another host session approved the call ({outcome(reply)})"
+        )
         assert_unchanged(world, WITHDRAW, arguments)
         return
     if other == "target":
@@ -394,7 +415,7 @@ def test_a_state_minted_for_another_operation_is_refused(world: World, other: st
 @check("gate.no-confirmation-channel", "EMC-GATE-008", "EMC-HP-031", "EMC-HP-067")
 @pytest.mark.parametrize("tool", [WITHDRAW, FORGET])
 def test_a_host_without_elicitation_gets_the_protocol_error(world: World, harness: Run, tool: str) -> None:
-    """A session that declared no elicitation capability cannot confirm: withdraw and forget are -32603, and nothing changes."""
+    """A session without elicitation cannot confirm: withdraw and forget are -32603, and nothing changes."""
     arguments = target_for(world, tool)
     conn = session_without_elicitation(harness, world.era)
     before = conn.elicitations
@@ -414,7 +435,7 @@ def test_a_host_without_elicitation_gets_the_protocol_error(world: World, harnes
 @pytest.mark.parametrize("field", ["confirmed", "elicitationRef", "confirmation", "confirm"])
 @pytest.mark.parametrize("tool", [WITHDRAW, FORGET])
 def test_an_argument_claiming_approval_is_invalid(world: World, tool: str, field: str) -> None:
-    """confirmed, elicitationRef and the like in the arguments are INVALID_SCHEMA, never an approval, and change nothing."""
+    """confirmed, elicitationRef and the like as arguments are INVALID_SCHEMA, never an approval, and change nothing."""
     claim = {"confirmed": True, "elicitationRef": "elicitation:approved-1", "confirmation": {"confirm": True},
              "confirm": True}[field]
     arguments = target_for(world, tool)
@@ -433,7 +454,7 @@ def test_an_argument_claiming_approval_is_invalid(world: World, tool: str, field
 @check("gate.policy-gated", "EMC-GATE-002", "EMC-HP-025", "EMC-HP-030")
 @pytest.mark.parametrize("tool", [CAPTURE, ADMISSION])
 def test_a_policy_gated_mutation_asks_and_honours_a_refusal(world: World, tool: str) -> None:
-    """In a scope whose policy gates capture or request_admission, the call asks; declined it fails, approved it runs."""
+    """In a scope whose policy gates capture or request_admission the call asks; declined it fails, approved it runs."""
     scope = world.need(scope_gating(world, tool), f"{tool.removeprefix('engram_memory_')}-gated")
     principal = world.principal(scope, {CAPTURE, tool})
     arguments = arguments_in(world, scope, tool, principal)
@@ -506,7 +527,9 @@ def test_a_completed_mutation_replays_without_asking(world: World, tool: str) ->
         again = world.conn.call(tool, arguments, meta, input_responses=responses, request_state=state)
         world.evidence.add("state_resent", outcome(again))
         # The replay lookup comes before the gate, so this is the stored outcome, not a verdict on the state.
-        assert outcome(again) == "ok", f"resending the spent state with the same key gave {outcome(again)}, not the replay"
+        assert outcome(again) == "ok", (
+            f"resending the spent state with the same key gave {outcome(again)}, not the replay"
+        )
         resent = again.envelope["output"]["value"]
         assert resent.get("replayed") is True and resent.get("receipt") == original.get("receipt"), (
             "resending the spent state ran the operation again")

@@ -122,7 +122,9 @@ def _fresh_run(reply: Reply, tool: str) -> bool:
 
 
 @check("host.deadline-passed", "EMC-HOST-015", "EMC-HP-054")
-@pytest.mark.parametrize("tool", [SEARCH, GET, CAPTURE, ADMIT, WITHDRAW, FORGET], ids=lambda t: t.removeprefix("engram_memory_"))
+@pytest.mark.parametrize(
+    "tool", [SEARCH, GET, CAPTURE, ADMIT, WITHDRAW, FORGET], ids=lambda t: t.removeprefix("engram_memory_")
+)
 def test_a_passed_deadline_changes_nothing(world: World, tool: str) -> None:
     """A call whose deadline has passed on arrival is DEADLINE_EXCEEDED and changes nothing: the same mutation,
     retried with the same key before a new deadline, is a first execution."""
@@ -247,7 +249,9 @@ def test_a_capture_without_capture_authority_is_unauthorized(world: World) -> No
     world._require_offered(CAPTURE, scope, principal)
     reply = world.call(CAPTURE, capture_arguments(world.profile.purpose_ref), scope=scope, principal=principal)
     world.evidence.add("capture", _seen(reply))
-    assert reply.kind == "result" and reply.code == "UNAUTHORIZED", f"a capture without authority answered {_seen(reply)}"
+    assert reply.kind == "result" and reply.code == "UNAUTHORIZED", (
+        f"a capture without authority answered {_seen(reply)}"
+    )
     ungranted = sorted(set(CONTRACT.tools) - scope.principals[principal])
     if ungranted:
         other = world.conn.call(ungranted[0], {}, world.host.meta(scope, principal))

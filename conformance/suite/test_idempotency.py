@@ -280,7 +280,9 @@ def test_a_conflict_wins_over_a_lifecycle_refusal(world: World, case: str) -> No
 def test_keys_belong_to_one_principal(world: World) -> None:
     """Two principals using one key neither replay nor conflict: each gets its own candidate."""
     scope = world.primary
-    capturers = sorted(p for p, granted in scope.principals.items() if CAPTURE in granted and p not in scope.capture_denied)
+    capturers = sorted(
+        p for p, granted in scope.principals.items() if CAPTURE in granted and p not in scope.capture_denied
+    )
     if len(capturers) < 2:
         pytest.skip(f"the profile grants capture to {len(capturers)} principal(s) of {scope.label}: keys scoped per "
                     "principal need two, so naming a second principal granted capture there unlocks this check")

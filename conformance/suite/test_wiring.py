@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import base64
 import json
+from typing import Any, cast
 
 import httpx2
 import mcp_types as types
 import pytest
 
 from engram_mcp.conformance._checks import check, not_applicable, require
-from engram_mcp.conformance._plugin import Run
+from engram_mcp.conformance._run import Run
 from engram_mcp.conformance._world import World, fresh_key
+from engram_mcp.conformance.hosts import Forgery
 from engram_mcp.contract import load, payload_digest, profile_digest, record_id
 from engram_mcp.contract.binding import CONFIRMATION_INPUT_KEY, HOST_BINDING_META_KEY, Binding, capture_candidate_id
 
@@ -42,8 +44,19 @@ def _offered_meta(world: World, tool: str) -> dict:
 def _binding_of(world: World, principal: str) -> Binding:
     """The binding the harness mints, as the server will verify it (for id derivations)."""
     scope = world.primary
-    return Binding(tenant=scope.tenant, workspace=scope.workspace, principal=principal, agent_id="", session="",
-                   purpose_ref=world.profile.purpose_ref, issuer="", audience="", issued_at=0, expires_at=0, token_id="")
+    return Binding(
+        tenant=scope.tenant,
+        workspace=scope.workspace,
+        principal=principal,
+        agent_id="",
+        session="",
+        purpose_ref=world.profile.purpose_ref,
+        issuer="",
+        audience="",
+        issued_at=0,
+        expires_at=0,
+        token_id="",
+    )
 
 
 @check("wiring.binding-reused-token", "EMC-HP-009", "EMC-HP-002")
@@ -65,7 +78,9 @@ def test_a_binding_header_with_key_material_is_refused(world: World, member: str
     """A token header carrying anything but alg, typ and kid is refused, even with a valid signature underneath."""
     meta = _offered_meta(world, "engram_memory_search")
     forged = {HOST_BINDING_META_KEY: _reheadered(meta[HOST_BINDING_META_KEY], {member: "https://keys.invalid/"})}
-    reply = world.conn.call("engram_memory_search", {"query": "ledger", "purpose_ref": world.profile.purpose_ref}, forged)
+    reply = world.conn.call(
+        "engram_memory_search", {"query": "ledger", "purpose_ref": world.profile.purpose_ref}, forged
+    )
     world.evidence.add("reply", {"kind": reply.kind, "code": reply.code})
     assert reply.kind == "error" and reply.error["code"] == UNTRUSTED.jsonrpc_code
 
@@ -79,7 +94,7 @@ def test_refusals_do_not_say_why(world: World) -> None:
     errors = []
     for forgery in sorted(world.host.forgeries):
         reply = world.conn.call("engram_memory_search", {"query": "ledger", "purpose_ref": world.profile.purpose_ref},
-                                world.host.forged(forgery, scope, principal))
+                                world.host.forged(cast(Forgery, forgery), scope, principal))  # one of forgeries
         require(reply.kind == "error", f"a {forgery} binding was served")
         errors.append(json.dumps(reply.error, sort_keys=True))
     world.evidence.add("distinct_errors", sorted(set(errors)))
@@ -90,6 +105,7 @@ def test_refusals_do_not_say_why(world: World) -> None:
 @check("wiring.unbound-list-is-empty", "EMC-HP-013")
 def test_tools_list_without_a_binding_is_an_empty_list(world: World) -> None:
     """tools/list with no binding key succeeds with no tools: memory is off by default."""
+    meta: dict[str, Any] | None
     for meta in (None, {}):
         reply = world.conn.list_tools(meta)
         world.evidence.add(f"meta={meta}", {"kind": reply.kind, "tools": len((reply.result or {}).get("tools", []))})
@@ -109,26 +125,33 @@ def test_methods_other_than_tools_need_no_binding(world: World) -> None:
 def test_granted_tools_come_in_one_page(world: World) -> None:
     """The granted tools are listed in one page, with no nextCursor."""
     reply = world.conn.list_tools(world.meta())
-    assert reply.kind == "result" and "nextCursor" not in reply.result
+    assert reply.kind == "result" and reply.result is not None and "nextCursor" not in reply.result
 
 
 @check("wiring.order-of-checks", "EMC-HP-022")
 @pytest.mark.parametrize("case", ["unbound-unknown-tool", "invalid-and-wrong-purpose", "unknown-target-is-gated-first"])
 def test_checks_run_in_the_profiles_order(world: World, case: str) -> None:
     """The first failing step decides: binding, tool, arguments, purpose, idempotency, gate, execution."""
-    scope = None if case == "unbound-unknown-tool" else world.primary  # an unbound call needs no profile
-    if case == "unbound-unknown-tool":
+    if case == "unbound-unknown-tool":  # an unbound call needs no profile
         reply = world.conn.call("engram_memory_undefined_probe", {}, {})
         world.evidence.add("reply", {"kind": reply.kind, "code": reply.code})
-        assert reply.kind == "error" and reply.error["code"] == UNTRUSTED.jsonrpc_code, "the tool was judged before the binding"
-    elif case == "invalid-and-wrong-purpose":
+        assert reply.kind == "error" and reply.error["code"] == UNTRUSTED.jsonrpc_code, (
+            "the tool was judged before the binding"
+        )
+        return
+    scope = world.primary
+    if case == "invalid-and-wrong-purpose":
         arguments = {"query": "", "purpose_ref": world.profile.purpose_ref + "-other"}
         reply = world.call("engram_memory_search", arguments, scope=scope)
         world.evidence.add("reply", {"kind": reply.kind, "code": reply.code})
         assert reply.kind == "result" and reply.code == "INVALID_SCHEMA", "the purpose was judged before the arguments"
     else:
         principal = world.principal(scope, {"engram_memory_withdraw"})
-        arguments = {"candidate_id": "candidate_" + "0" * 64, "idempotency_key": fresh_key(), "reason_ref": "reason:probe"}
+        arguments = {
+            "candidate_id": "candidate_" + "0" * 64,
+            "idempotency_key": fresh_key(),
+            "reason_ref": "reason:probe",
+        }
         before = world.conn.elicitations
         if "server-initiated" not in world.profile.confirmation_modes:
             # By host reference only: a reference that approves nothing must stop the call before NOT_FOUND.
@@ -158,7 +181,7 @@ def test_confirmation_fields_are_ignored_on_ungated_calls(world: World) -> None:
 
 @check("wiring.ids-derive-upstream", "EMC-HP-043", "EMC-HP-044", "EMC-HP-042")
 def test_ids_derive_as_the_profile_says(world: World) -> None:
-    """candidate_id follows the capture-identity scheme scoped to the principal; record_id is base32 of record_digest."""
+    """candidate_id follows the capture-identity scheme per principal; record_id is base32 of record_digest."""
     scope = world.primary
     principal = world.principal(scope, {"engram_memory_capture", "engram_memory_request_admission"})
     arguments, captured = world.capture(scope=scope, principal=principal)
@@ -175,18 +198,26 @@ def test_ids_derive_as_the_profile_says(world: World) -> None:
 def test_get_digests_recompute(world: World) -> None:
     """packet_digest, read_receipt.receipt_digest and the record's payload_digest recompute from what get returns."""
     rid, arguments = world.accepted_record()
-    value = world.value(world.call("engram_memory_get", {"record_id": rid, "purpose_ref": world.profile.purpose_ref}), "get")
+    value = world.value(
+        world.call("engram_memory_get", {"record_id": rid, "purpose_ref": world.profile.purpose_ref}), "get"
+    )
     assert value["record"]["record_id"] == value["read_receipt"]["record_id"] == rid, "get returned another record's id"
     without = {k: v for k, v in value.items() if k != "packet_digest"}
     assert value["packet_digest"] == profile_digest("get-packet", without), "packet_digest does not recompute"
     receipt = value["read_receipt"]
-    assert receipt["receipt_digest"] == profile_digest("read-receipt", {k: v for k, v in receipt.items() if k != "receipt_digest"})
+    assert receipt["receipt_digest"] == profile_digest(
+        "read-receipt", {k: v for k, v in receipt.items() if k != "receipt_digest"}
+    )
     record = value["record"]
     if "/payload_digest" in value["redacted_fields"]:
         return
     scope = world.primary
-    effective = {**arguments["payload"], "scope_ref": profile_digest("scope", {"tenant": scope.tenant, "workspace": scope.workspace}),
-                 "retention": {"derivative_rule": "make-ineligible"}, "reconciliation": {"family_refs": []}}
+    effective = {
+        **arguments["payload"],
+        "scope_ref": profile_digest("scope", {"tenant": scope.tenant, "workspace": scope.workspace}),
+        "retention": {"derivative_rule": "make-ineligible"},
+        "reconciliation": {"family_refs": []},
+    }
     assert record["payload_digest"] == payload_digest(effective), "payload_digest is not the effective payload's"
 
 

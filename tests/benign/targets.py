@@ -305,7 +305,10 @@ def pretty_text_copy(server: VariantServer) -> None:
     server.render = render
 
 
-@variant("deadline-clock-behind", freedom="a server judges a deadline on its own clock, within binding.clock_skew of the host's")
+@variant(
+    "deadline-clock-behind",
+    freedom="a server judges a deadline on its own clock, within binding.clock_skew of the host's",
+)
 def deadline_clock_behind(server: VariantServer) -> None:
     """The server's clock runs one second behind the host's when it judges deadlines."""
     import time
@@ -317,7 +320,7 @@ def deadline_clock_behind(server: VariantServer) -> None:
     def behind(binding: Any, now: float | None = None) -> bool:
         return real(binding, (time.time() if now is None else now) - 1.0)
 
-    reference_server.deadline_passed = behind  # type: ignore[attr-defined]
+    reference_server.deadline_passed = behind
 
 
 @variant("result-meta", freedom="MCP lets any result carry _meta; the envelope itself stays exact")

@@ -39,7 +39,9 @@ def checks(report_dir: Path) -> list[dict]:
 NOT_APPLICABLE_OVER_STDIO = {"EMC-HP-023"}
 
 
-def assert_certified(result: subprocess.CompletedProcess[str], report_dir: Path, skippable: set[str] = frozenset()) -> None:
+def assert_certified(
+    result: subprocess.CompletedProcess[str], report_dir: Path, skippable: set[str] | frozenset[str] = frozenset()
+) -> None:
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     assert "Traceback" not in result.stdout + result.stderr
     assert "VERDICT: conformant" in result.stdout
@@ -96,8 +98,9 @@ def _free_port() -> int:
 @pytest.fixture
 def http_reference(configuration: Path, tmp_path: Path) -> Iterator[str]:
     port = _free_port()
-    process = subprocess.Popen([*SERVE, "--config", str(configuration / "server.toml"), "--http", f"127.0.0.1:{port}"],
-                               stdout=subprocess.DEVNULL, stderr=open(tmp_path / "server.log", "w"))
+    with open(tmp_path / "server.log", "w") as log:  # the server writes to its own copy of the handle
+        process = subprocess.Popen([*SERVE, "--config", str(configuration / "server.toml"),
+                                    "--http", f"127.0.0.1:{port}"], stdout=subprocess.DEVNULL, stderr=log)
     url = f"http://127.0.0.1:{port}/mcp"
     try:
         deadline = time.monotonic() + 30
@@ -176,7 +179,8 @@ def test_list_and_explain(configuration: Path) -> None:
 def test_the_plugin_runs_under_plain_pytest(configuration: Path, tmp_path: Path) -> None:
     command = " ".join([*SERVE, "--config", str(configuration / "server.toml")])
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "engram_mcp.conformance._plugin", "--pyargs", "engram_mcp.conformance.suite",
+        [sys.executable, "-m", "pytest", "-p", "engram_mcp.conformance._plugin",
+         "--pyargs", "engram_mcp.conformance.suite",
          "-c", os.devnull, "--import-mode=importlib", "-p", "no:cacheprovider", "-q",
          "--target", f"stdio:{command}", "--profile", str(configuration / "conformance-profile.toml"),
          "--select", "discovery", "--era", "legacy"],

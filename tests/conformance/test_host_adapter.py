@@ -5,7 +5,7 @@ from __future__ import annotations
 import jwt
 import pytest
 
-from engram_mcp.conformance._host import SignedMetaBinding
+from engram_mcp.conformance._host import Forgery, SignedMetaBinding
 from engram_mcp.conformance._profile import ScopeProfile
 from engram_mcp.contract.binding import (
     HOST_BINDING_META_KEY,
@@ -32,7 +32,9 @@ def claims(meta: dict) -> dict:
     return jwt.decode(meta[HOST_BINDING_META_KEY], options={"verify_signature": False})
 
 
-def test_every_meta_carries_a_fresh_audit_id_the_adapter_can_read_back(host) -> None:
+def test_every_meta_carries_a_fresh_audit_id_the_adapter_can_read_back(
+    host: tuple[SignedMetaBinding, dict[str, TrustedHost]],
+) -> None:
     adapter, trusted = host
     metas = [adapter.meta(SCOPE, "agent") for _ in range(20)]
     ids = [adapter.audit_id_of(m) for m in metas]
@@ -41,7 +43,7 @@ def test_every_meta_carries_a_fresh_audit_id_the_adapter_can_read_back(host) -> 
     assert bound.audit_id == ids[0] and bound.deadline is None
 
 
-def test_a_given_audit_id_and_deadline_are_bound(host) -> None:
+def test_a_given_audit_id_and_deadline_are_bound(host: tuple[SignedMetaBinding, dict[str, TrustedHost]]) -> None:
     adapter, _ = host
     meta = adapter.meta(SCOPE, "agent", audit_id="mine-1", deadline=1.5e9 + 0.25)
     assert (claims(meta)["audit_id"], claims(meta)["deadline"]) == ("mine-1", 1.5e9 + 0.25)
@@ -50,7 +52,9 @@ def test_a_given_audit_id_and_deadline_are_bound(host) -> None:
 
 @pytest.mark.parametrize(("forgery", "reason"), [("foreign_tenant", "tenant_not_trusted"),
                                                  ("foreign_issuer", "wrong_issuer")])
-def test_foreign_tenant_and_issuer_are_signed_by_the_trusted_key(host, forgery: str, reason: str) -> None:
+def test_foreign_tenant_and_issuer_are_signed_by_the_trusted_key(
+    host: tuple[SignedMetaBinding, dict[str, TrustedHost]], forgery: Forgery, reason: str
+) -> None:
     adapter, trusted = host
     token = adapter.forged(forgery, SCOPE, "agent")[HOST_BINDING_META_KEY]
     with pytest.raises(BindingRejected) as caught:
@@ -58,7 +62,7 @@ def test_foreign_tenant_and_issuer_are_signed_by_the_trusted_key(host, forgery: 
     assert caught.value.reason == reason
 
 
-def test_a_missing_audit_id_is_still_a_valid_binding(host) -> None:
+def test_a_missing_audit_id_is_still_a_valid_binding(host: tuple[SignedMetaBinding, dict[str, TrustedHost]]) -> None:
     adapter, trusted = host
     token = adapter.forged("missing_audit_id", SCOPE, "agent")[HOST_BINDING_META_KEY]
     assert verify_binding(token, trusted, audience=AUDIENCE).audit_id is None

@@ -93,8 +93,6 @@ def test_every_way_of_loading_the_plugin_runs_the_suite_once(configuration: Path
 
 # Modules that are pytest plugins themselves may reach the hooks; everything else reads the run model (_run).
 PLUGIN_LAYER = {"_plugin.py", "plugin.py", "_console.py"}
-# Checks written before the split still import Run through the re-export; they move with the issue-10 changes.
-STILL_REEXPORTED = {"suite/test_gates.py", "suite/test_wiring.py"}
 
 
 def test_reports_and_checks_read_the_run_model_not_the_plugin_hooks() -> None:
@@ -102,7 +100,7 @@ def test_reports_and_checks_read_the_run_model_not_the_plugin_hooks() -> None:
     offenders = []
     for path in sorted(package.rglob("*.py")):
         name = path.relative_to(package).as_posix()
-        if name in PLUGIN_LAYER or name in STILL_REEXPORTED:
+        if name in PLUGIN_LAYER:
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("conformance._plugin"):

@@ -28,9 +28,9 @@ import copy
 import dataclasses
 import json
 import logging
+import os
 import secrets
 import shlex
-import os
 import shutil
 import signal
 import subprocess
@@ -53,6 +53,7 @@ from engram_mcp.contract import load, profile_digest
 from engram_mcp.contract.binding import (
     CONFIRMATION_INPUT_KEY,
     HOST_BINDING_META_KEY,
+    Binding,
     BindingRejected,
     StateRejected,
     check_retry,
@@ -69,8 +70,8 @@ from engram_mcp.reference._core import _as_replay, _intent, scope_of
 from engram_mcp.reference._envelope import Outcome, Refusal, tool_result
 from engram_mcp.reference._policy import AcceptAll, SecretScan
 from engram_mcp.reference._ports import Scope, Sealed
-from engram_mcp.reference._server import _UNTRUSTED, ReferenceServer, _protocol_error
 from engram_mcp.reference._serve import run_stdio
+from engram_mcp.reference._server import _UNTRUSTED, ReferenceServer, _protocol_error
 
 CONTRACT = load()
 SEARCH, GET, CAPTURE = "engram_memory_search", "engram_memory_get", "engram_memory_capture"
@@ -131,7 +132,9 @@ class FaultyServer(ReferenceServer):
             result = self.render(envelope)
         return result
 
-    async def _list_tools(self, ctx: ServerRequestContext, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    async def _list_tools(
+        self, ctx: ServerRequestContext, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
         result = await super()._list_tools(ctx, params)
         for rewrite in self.list_rewrites:
             result = rewrite(ctx, result)
@@ -157,8 +160,16 @@ class Variant:
 VARIANTS: dict[str, Variant] = {}
 
 
-def variant(name: str, *, breaks: list[str], caught_by: list[str], era: str, select: list[str] | None = None,
-            expect: str = "FAIL", gap: str | None = None) -> Callable[[Callable[[FaultyServer], None]], Callable[[FaultyServer], None]]:
+def variant(
+    name: str,
+    *,
+    breaks: list[str],
+    caught_by: list[str],
+    era: str,
+    select: list[str] | None = None,
+    expect: str = "FAIL",
+    gap: str | None = None,
+) -> Callable[[Callable[[FaultyServer], None]], Callable[[FaultyServer], None]]:
     def register(apply: Callable[[FaultyServer], None]) -> Callable[[FaultyServer], None]:
         if name in VARIANTS:
             raise ValueError(f"variant {name} is defined twice")
@@ -174,8 +185,8 @@ def variant(name: str, *, breaks: list[str], caught_by: list[str], era: str, sel
 
 
 def _at(node: Any, pointer: str) -> Any:
-    for part in pointer.split("/")[1:] if pointer else []:
-        part = part.replace("~1", "/").replace("~0", "~")
+    for escaped in pointer.split("/")[1:] if pointer else []:
+        part = escaped.replace("~1", "/").replace("~0", "~")
         node = node[int(part)] if isinstance(node, list) else node[part]
     return node
 
@@ -245,7 +256,9 @@ def _can_elicit(ctx: ServerRequestContext) -> bool:
     return supports_form_elicitation(declared, ctx.protocol_version)
 
 
-def _error_rewrite(server: FaultyServer, change: Callable[[ServerRequestContext, Any, dict[str, Any], dict[str, Any]], None]) -> None:
+def _error_rewrite(
+    server: FaultyServer, change: Callable[[ServerRequestContext, Any, dict[str, Any], dict[str, Any]], None]
+) -> None:
     """Rewrite failure envelopes: ``change(ctx, params, envelope, error)`` edits the error in place."""
 
     def rewrite(ctx: ServerRequestContext, params: Any, envelope: dict[str, Any]) -> dict[str, Any]:
@@ -271,7 +284,9 @@ def _exists_elsewhere(server: FaultyServer, ctx: ServerRequestContext, tool: str
         ).fetchone() is not None
 
 
-def _wrap_operation(server: FaultyServer, tool: str, make: Callable[[Callable[..., dict[str, Any]]], Callable[..., dict[str, Any]]]) -> None:
+def _wrap_operation(
+    server: FaultyServer, tool: str, make: Callable[[Callable[..., dict[str, Any]]], Callable[..., dict[str, Any]]]
+) -> None:
     """Replace one engine operation; the engine dispatches through a table built at construction."""
     operations = server.engine._operations
     operations[tool] = make(operations[tool])
@@ -436,7 +451,7 @@ def not_found_echoes_id(server: FaultyServer) -> None:
          caught_by=["envelope.fixed-messages", "envelope.no-reflection"],
          select=["envelope.fixed-messages", "envelope.no-reflection"], era="modern")
 def exception_text_leaks(server: FaultyServer) -> None:
-    """A page cursor that does not open raises inside the engine, and the exception text becomes the STALE_PAGE message."""
+    """A page cursor that does not open raises in the engine, and the exception text becomes the STALE_PAGE message."""
     engine = server.engine
     opener = engine.cursors.open
     call = engine.call
@@ -585,7 +600,9 @@ def modern_gate_ignores_answer(server: FaultyServer) -> None:
     """In the 2026-07-28 era a retry with a valid state is approved whatever the answer says."""
     confirm = server._confirm
 
-    async def deaf(ctx: Any, params: types.CallToolRequestParams, tool: str, binding: Any, arguments: Any, ttl: int) -> Any:
+    async def deaf(
+        ctx: Any, params: types.CallToolRequestParams, tool: str, binding: Any, arguments: Any, ttl: int
+    ) -> Any:
         if _modern(ctx) and params.input_responses is not None:
             params = params.model_copy(update={"input_responses": {CONFIRMATION_INPUT_KEY: APPROVAL}})
         return await confirm(ctx, params, tool, binding, arguments, ttl)
@@ -596,10 +613,12 @@ def modern_gate_ignores_answer(server: FaultyServer) -> None:
 @variant("state-not-bound-to-target", breaks=["EMC-GATE-003", "EMC-HP-027"],
          caught_by=["gate.state-for-another-operation"], era="modern")
 def state_not_bound_to_target(server: FaultyServer) -> None:
-    """A request state is checked for tool, principal, scope, session and expiry, but not for its target or arguments."""
+    """A request state is checked for tool, principal, scope, session and expiry, but not its target or arguments."""
     confirm = server._confirm
 
-    async def loose(ctx: Any, params: types.CallToolRequestParams, tool: str, binding: Any, arguments: Any, ttl: int) -> Any:
+    async def loose(
+        ctx: Any, params: types.CallToolRequestParams, tool: str, binding: Any, arguments: Any, ttl: int
+    ) -> Any:
         if not (_modern(ctx) and params.request_state is not None):
             return await confirm(ctx, params, tool, binding, arguments, ttl)
         try:
@@ -622,7 +641,9 @@ def answer_without_state(server: FaultyServer) -> None:
     """A 2026-07-28 retry carrying an approving answer but no request_state is approved."""
     confirm = server._confirm
 
-    async def trusting(ctx: Any, params: types.CallToolRequestParams, tool: str, binding: Any, arguments: Any, ttl: int) -> Any:
+    async def trusting(
+        ctx: Any, params: types.CallToolRequestParams, tool: str, binding: Any, arguments: Any, ttl: int
+    ) -> Any:
         if _modern(ctx) and params.request_state is None and params.input_responses is not None:
             return time.time() if is_approval(_responses(params).get(CONFIRMATION_INPUT_KEY)) else None
         return await confirm(ctx, params, tool, binding, arguments, ttl)
@@ -633,7 +654,10 @@ def answer_without_state(server: FaultyServer) -> None:
 @variant("state-reusable", breaks=["EMC-HP-038"], caught_by=["gate.forged-state"], era="modern")
 def state_reusable(server: FaultyServer) -> None:
     """Request states are never burnt: a declined state can be answered again."""
-    server.engine.consume_state = lambda nonce: True  # type: ignore[method-assign]
+    def reusable(nonce: str, now: datetime | None = None) -> bool:
+        return True
+
+    server.engine.consume_state = reusable  # type: ignore[method-assign]
 
 
 @variant("state-never-expires", breaks=["EMC-GATE-004"], caught_by=["gate.unanswered"], era="modern")
@@ -641,7 +665,9 @@ def state_never_expires(server: FaultyServer) -> None:
     """A request state answered after its TTL is still honoured (expiry is judged at the state's issue time)."""
     confirm = server._confirm
 
-    async def ageless(ctx: Any, params: types.CallToolRequestParams, tool: str, binding: Any, arguments: Any, ttl: int) -> Any:
+    async def ageless(
+        ctx: Any, params: types.CallToolRequestParams, tool: str, binding: Any, arguments: Any, ttl: int
+    ) -> Any:
         if not (_modern(ctx) and params.request_state is not None):
             return await confirm(ctx, params, tool, binding, arguments, ttl)
         try:
@@ -651,7 +677,9 @@ def state_never_expires(server: FaultyServer) -> None:
         verdict = check_retry(server.sealer, request_state=params.request_state, input_responses=_responses(params),
                               tool=tool, target=operation_target(tool, arguments), arguments=arguments,
                               binding=binding, now=issued)
-        if verdict.consume is not None and not await anyio.to_thread.run_sync(server.engine.consume_state, verdict.consume):
+        if verdict.consume is not None and not await anyio.to_thread.run_sync(
+            server.engine.consume_state, verdict.consume
+        ):
             return None
         return time.time() if verdict.approved else None
 
@@ -702,7 +730,9 @@ def reference_not_bound_to_target(server: FaultyServer) -> None:
 
     async def loose(token: Any, tool: str, binding: Any, arguments: Any) -> Any:
         try:
-            claims, _ = binding_module._signed_claims(token, server.config.trusted_keys, binding_module.REFERENCE_TOKEN_TYPE)
+            claims, _ = binding_module._signed_claims(
+                token, server.config.trusted_keys, binding_module.REFERENCE_TOKEN_TYPE
+            )
         except BindingRejected:
             return None
         if claims.get("capability") != tool or time.time() >= claims.get("exp", 0):
@@ -749,9 +779,11 @@ def reference_signature_unchecked(server: FaultyServer) -> None:
         try:
             return strict(token, trusted, token_type)
         except BindingRejected as rejected:
-            if token_type != binding_module.REFERENCE_TOKEN_TYPE or rejected.reason not in ("bad_signature", "untrusted_key"):
+            unsigned = rejected.reason in ("bad_signature", "untrusted_key")
+            if token_type != binding_module.REFERENCE_TOKEN_TYPE or not unsigned:
                 raise
-            return jwt.decode(token, options={"verify_signature": False}), binding_module.TrustedHost(generate_host_key()[1])
+            claims = jwt.decode(token, options={"verify_signature": False})
+            return claims, binding_module.TrustedHost(generate_host_key()[1])
 
     binding_module._signed_claims = unchecked  # type: ignore[assignment]
 
@@ -768,7 +800,9 @@ def reference_expiry_unchecked(server: FaultyServer) -> None:
         verdict = binding_module.check_reference(
             token, server.config.trusted_keys, audience=server.config.audience, tool=tool,
             target=operation_target(tool, arguments), arguments=arguments, binding=binding, now=approved_at)
-        if not verdict.approved or not await anyio.to_thread.run_sync(server.engine.consume_state, verdict.consume):
+        if not verdict.approved or verdict.consume is None:
+            return None
+        if not await anyio.to_thread.run_sync(server.engine.consume_state, verdict.consume):
             return None
         return verdict.approved_at
 
@@ -798,7 +832,7 @@ def reference_policy_gate_unbound(server: FaultyServer) -> None:
 def reference_ttl_ceiling_ignored(server: FaultyServer) -> None:
     """A reference is honoured until its exp however far after the approval the host put it."""
     unbounded = 10**9
-    binding_module.CONFIRMATION_TTL_MAX = unbounded  # type: ignore[misc]
+    binding_module.CONFIRMATION_TTL_MAX = unbounded
     server.config = dataclasses.replace(server.config, confirmation=dataclasses.replace(
         server.config.confirmation, reference_ttl_seconds=unbounded))
 
@@ -829,7 +863,7 @@ def pending_visible_in_search(server: FaultyServer) -> None:
                 words = set(search_index.query_tokens(" ".join(search_index.field_texts(record))))
                 if wanted & words:
                     rank = len(records) + 1
-                    records.append({**engine._packet({"body": json.dumps(record)}),
+                    records.append({**engine._packet({"body": json.dumps(record)}),  # type: ignore[arg-type]  # reads row["body"] only
                                     "score": search_index.fused_score(rank), "rank": rank})
             if len(records) == len(value["records"]):
                 return value
@@ -932,8 +966,10 @@ def withdraw_accepted_allowed(server: FaultyServer) -> None:
                 if refusal.code != "ILLEGAL_TRANSITION":
                     raise
             with engine.store.write() as db:
-                db.execute("UPDATE candidates SET state = 'pending' WHERE tenant = ? AND workspace = ? AND candidate_id = ?",
-                           (caller.tenant, caller.workspace, args["candidate_id"]))
+                db.execute(
+                    "UPDATE candidates SET state = 'pending' WHERE tenant = ? AND workspace = ? AND candidate_id = ?",
+                    (caller.tenant, caller.workspace, args["candidate_id"]),
+                )
             return withdraw(caller, args, now)
 
         return lenient
@@ -963,7 +999,9 @@ def secret_scan_off(server: FaultyServer) -> None:
 
     def lax(scope: Scope) -> Any:
         policy = policy_for(scope)
-        return dataclasses.replace(policy, admission=AcceptAll()) if isinstance(policy.admission, SecretScan) else policy
+        return (
+            dataclasses.replace(policy, admission=AcceptAll()) if isinstance(policy.admission, SecretScan) else policy
+        )
 
     engine.policy_for = lax
 
@@ -1086,7 +1124,7 @@ def input_schema_open(server: FaultyServer) -> None:
 
 @variant("input-schema-nested-open", breaks=["EMC-HOST-002"], caught_by=["discovery.input-schemas"], era="legacy")
 def input_schema_nested_open(server: FaultyServer) -> None:
-    """Advertised input schemas lose additionalProperties: false below the top (payload, evidence, capability_policy)."""
+    """Advertised schemas lose additionalProperties: false below the top (payload, evidence, capability_policy)."""
 
     def opened(node: Any, depth: int = 0) -> Any:
         if isinstance(node, list):
@@ -1146,24 +1184,31 @@ def unbound_list_shows_all(server: FaultyServer) -> None:
     server.list_rewrites.append(rewrite)
 
 
-@variant("binding-signature-unchecked", breaks=["EMC-HOST-011", "EMC-HP-004"], caught_by=["binding.untrusted-signer"], era="legacy")
+@variant(
+    "binding-signature-unchecked",
+    breaks=["EMC-HOST-011", "EMC-HP-004"],
+    caught_by=["binding.untrusted-signer"],
+    era="legacy",
+)
 def binding_signature_unchecked(server: FaultyServer) -> None:
     """The binding's signature is never verified; header, kid, audience and times still are."""
     private, public = generate_host_key()
     binding = server._binding
 
     def unverified(ctx: ServerRequestContext) -> Any:
-        token = (ctx.meta or {}).get(HOST_BINDING_META_KEY)
+        token: Any = (ctx.meta or {}).get(HOST_BINDING_META_KEY)
         try:
             header = jwt.get_unverified_header(token)
             claims = jwt.decode(token, options={"verify_signature": False, "verify_exp": False, "verify_nbf": False,
                                                 "verify_iat": False, "verify_aud": False, "verify_iss": False})
-        except Exception:  # noqa: BLE001 - anything unreadable goes the reference's way
+        except Exception:  # anything unreadable goes the reference's way
             return binding(ctx)
         if header.get("alg") != "EdDSA" or header.get("kid") not in server.config.trusted_keys:
             return binding(ctx)
         # Re-signed here, so that every other check of the binding runs unchanged.
-        resigned = jwt.encode(claims, private, algorithm="EdDSA", headers={k: v for k, v in header.items() if k != "alg"})
+        resigned = jwt.encode(
+            claims, private, algorithm="EdDSA", headers={k: v for k, v in header.items() if k != "alg"}
+        )
         try:
             return verify_binding(resigned, {header["kid"]: public}, audience=server.config.audience)
         except BindingRejected:
@@ -1245,7 +1290,9 @@ def retry_rejudged_by_clock(server: FaultyServer) -> None:
 # -- host-owned call context: auditId, deadline, cancellation, key trust, capture authority ---------------------------
 
 
-@variant("audit-id-minted-by-server", breaks=["EMC-HOST-014", "EMC-HP-052"], caught_by=["host.audit-echo"], era="modern")
+@variant(
+    "audit-id-minted-by-server", breaks=["EMC-HOST-014", "EMC-HP-052"], caught_by=["host.audit-echo"], era="modern"
+)
 def audit_id_minted_by_server(server: FaultyServer) -> None:
     """The envelope carries an auditId the server made up, not the one the host bound to the call."""
 
@@ -1277,7 +1324,7 @@ def _deadline_judge(judge: Callable[[str], bool]) -> None:
     def patched(binding: Any, now: float | None = None) -> bool:
         return judge(sys._getframe(1).f_code.co_name) and real(binding, now)
 
-    reference_server.deadline_passed = patched  # type: ignore[attr-defined]
+    reference_server.deadline_passed = patched
 
 
 @variant("deadline-ignored", breaks=["EMC-HOST-015", "EMC-HP-054"], caught_by=["host.deadline-passed"], era="legacy")
@@ -1299,17 +1346,18 @@ def cancelled_call_executes(server: FaultyServer) -> None:
     """notifications/cancelled does not stop a call: it keeps waiting for the approval, then commits."""
     guarded = server._guarded_call
 
-    async def shielded(*args: Any) -> Any:
+    async def shielded(ctx: ServerRequestContext, params: types.CallToolRequestParams, tool: str, binding: Binding,
+                       audit_id: str) -> Any:
         with anyio.CancelScope(shield=True):
-            return await guarded(*args)
+            return await guarded(ctx, params, tool, binding, audit_id)
 
     server._guarded_call = shielded  # type: ignore[method-assign]
 
 
-def _trust_widened(server: FaultyServer, **widened: None) -> None:
+def _trust_widened(server: FaultyServer, **widened: Any) -> None:
     keys = server.config.trusted_keys
     for kid, host in list(keys.items()):
-        keys[kid] = dataclasses.replace(host, **widened)  # type: ignore[index]
+        keys[kid] = dataclasses.replace(host, **widened)
 
 
 @variant("foreign-tenant-memory-off", breaks=["EMC-HOST-011", "EMC-HP-008"], caught_by=["host.foreign-tenant"],
@@ -1333,7 +1381,7 @@ def capture_without_authority(server: FaultyServer) -> None:
     object.__setattr__(server.config, "may_capture", lambda scope, principal: True)
 
 
-# -- running the harness against a variant ------------------------------------------------------------------------------
+# -- running the harness against a variant -----------------------------------------------------------------------------
 
 
 @dataclass
@@ -1429,8 +1477,14 @@ def run(name: str, target: str, profile: Path, select: tuple[str, ...] | list[st
     report_dir = workdir / "report"
     started = time.monotonic()
     # A session of its own, so that a run that overstays is ended with the servers it started, and nothing else.
-    process = subprocess.Popen(command(target, profile, select, report_dir, era=era, level=level), stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, cwd=workdir, start_new_session=True)
+    process = subprocess.Popen(
+        command(target, profile, select, report_dir, era=era, level=level),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=workdir,
+        start_new_session=True,
+    )
     try:
         output, _ = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -1493,7 +1547,9 @@ def table(items: list[Variant], judged: dict[str, Judgement]) -> Iterator[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Serve a faulty variant of the reference server over stdio.")
-    parser.add_argument("variant", nargs="?", help="a variant name (see --list); 'none' serves the wrapper without a fault")
+    parser.add_argument(
+        "variant", nargs="?", help="a variant name (see --list); 'none' serves the wrapper without a fault"
+    )
     parser.add_argument("--config", type=Path, help="the server.toml of an engram-reference init")
     parser.add_argument("--list", action="store_true", help="print the catalog as JSON lines")
     args = parser.parse_args(argv)
@@ -1509,10 +1565,8 @@ def main(argv: list[str] | None = None) -> int:
     server = FaultyServer(load_config(args.config))
     if args.variant != "none":
         VARIANTS[args.variant].apply(server)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         run_stdio(server)  # as engram-reference serves: the bounded stdio transport
-    except KeyboardInterrupt:
-        pass
     return 0
 
 

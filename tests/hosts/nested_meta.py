@@ -21,6 +21,7 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Mapping
 from typing import IO, Any
 
 from engram_mcp.conformance.hosts import (
@@ -98,9 +99,15 @@ class NestedMetaBinding:
     def _carried(meta: dict[str, Any]) -> dict[str, Any]:
         return {CONTEXT_KEY: {"binding": meta[HOST_BINDING_META_KEY]}} if HOST_BINDING_META_KEY in meta else {}
 
-    def meta(self, scope: ScopeProfile, principal: str, *, purpose: str | None = None,
-             session: str = "conformance") -> dict[str, Any]:
-        return self._carried(self.signed.meta(scope, principal, purpose=purpose, session=session))
+    def meta(self, scope: ScopeProfile, principal: str, *, purpose: str | None = None, session: str = "conformance",
+             audit_id: str | None = None, deadline: float | None = None) -> dict[str, Any]:
+        return self._carried(self.signed.meta(scope, principal, purpose=purpose, session=session,
+                                              audit_id=audit_id, deadline=deadline))
+
+    def audit_id_of(self, meta: Mapping[str, Any]) -> str | None:
+        carried = meta.get(CONTEXT_KEY)
+        token = carried.get("binding") if isinstance(carried, Mapping) else None
+        return self.signed.audit_id_of({HOST_BINDING_META_KEY: token})
 
     def forged(self, forgery: Forgery, scope: ScopeProfile, principal: str) -> dict[str, Any]:
         return self._carried(self.signed.forged(forgery, scope, principal))

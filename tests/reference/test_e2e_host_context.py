@@ -7,9 +7,11 @@ import json
 import secrets
 import sqlite3
 import time
+from typing import Any
 
 import anyio
 import pytest
+from mcp.shared.exceptions import MCPError
 
 from tests.reference.conftest import (
     UNKNOWN_TOOL,
@@ -63,9 +65,11 @@ async def test_a_passed_deadline_changes_nothing(client: McpClient) -> None:
     arguments = capture_args()
     late = await client.call("engram_memory_capture", arguments, deadline=time.time() - 60)
     assert late.code == "DEADLINE_EXCEEDED" and late.env["error"]["retriable"] is True
-    assert (await client.call("engram_memory_capture", arguments, deadline=time.time() + 60)).value["status"] == "committed_pending"
+    on_time = await client.call("engram_memory_capture", arguments, deadline=time.time() + 60)
+    assert on_time.value["status"] == "committed_pending"
     cid = (await captured(client))["candidate_id"]
-    assert (await client.call("engram_memory_withdraw", withdraw_args(cid), deadline=time.time() - 0.5)).code == "DEADLINE_EXCEEDED"
+    just_late = await client.call("engram_memory_withdraw", withdraw_args(cid), deadline=time.time() - 0.5)
+    assert just_late.code == "DEADLINE_EXCEEDED"
     assert client.confirmer.asked == [], "a call past its deadline never reaches the gate"
 
 
@@ -81,7 +85,9 @@ async def test_a_deadline_that_passes_while_the_human_decides_stops_the_mutation
     assert (await client.call("engram_memory_withdraw", arguments)).value["replayed"] is False
 
 
-async def test_a_call_cancelled_while_the_human_decides_changes_nothing(client: McpClient, reference_dir: ReferenceDir) -> None:
+async def test_a_call_cancelled_while_the_human_decides_changes_nothing(
+    client: McpClient, reference_dir: ReferenceDir
+) -> None:
     if client.modern:
         pytest.skip("in 2026-07-28 the server never waits for the answer within a call")
     cid = (await captured(client))["candidate_id"]
@@ -104,7 +110,9 @@ def journal(ref: ReferenceDir) -> dict[str, tuple[str, str]]:
     return {json.loads(entry)["audit_id"]: (chain, json.loads(entry)["outcome"]) for entry, chain in rows}
 
 
-async def test_refused_calls_are_journaled_under_the_hosts_audit_id(client: McpClient, reference_dir: ReferenceDir) -> None:
+async def test_refused_calls_are_journaled_under_the_hosts_audit_id(
+    client: McpClient, reference_dir: ReferenceDir
+) -> None:
     refused = client.host.meta(principal="agent-limited", audit_id=audit_id())
     late = client.host.meta(audit_id=audit_id(), deadline=time.time() - 60)
     await client.protocol_error("engram_memory_forget", {}, refused)
@@ -118,9 +126,9 @@ async def test_refused_calls_are_journaled_under_the_hosts_audit_id(client: McpC
 async def test_a_tenant_or_issuer_the_key_is_not_trusted_for_is_refused(client: McpClient, claim: dict) -> None:
     meta = client.host.meta(**claim)
     assert_protocol_error(await client.protocol_error("engram_memory_search", search_args("ledger"), meta), UNTRUSTED)
-    with pytest.raises(Exception) as caught:
+    with pytest.raises(MCPError) as caught:
         await client.list_tools(meta)
-    assert_protocol_error(caught.value, UNTRUSTED)  # type: ignore[arg-type]
+    assert_protocol_error(caught.value, UNTRUSTED)
 
 
 async def test_an_opted_out_tenant_the_key_is_trusted_for_is_memory_off(client: McpClient) -> None:
@@ -128,7 +136,7 @@ async def test_an_opted_out_tenant_the_key_is_trusted_for_is_memory_off(client: 
 
 
 async def test_a_capture_without_capture_authority_is_unauthorized(client: McpClient) -> None:
-    observer = {"principal": "agent-observer"}
+    observer: dict[str, Any] = {"principal": "agent-observer"}
     listed = {t.name for t in (await client.list_tools(client.host.meta(**observer))).tools}
     assert "engram_memory_capture" in listed, "the principal is granted the tool"
     assert (await client.call("engram_memory_capture", capture_args(), **observer)).code == "UNAUTHORIZED"

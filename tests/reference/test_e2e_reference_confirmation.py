@@ -78,7 +78,9 @@ def reference_dir(tmp_path_factory: pytest.TempPathFactory) -> ReferenceDir:
 # -- both eras, both modes served ------------------------------------------------------------
 
 
-async def test_withdraw_and_forget_run_on_a_reference_without_asking(client: McpClient, reference_dir: ReferenceDir) -> None:
+async def test_withdraw_and_forget_run_on_a_reference_without_asking(
+    client: McpClient, reference_dir: ReferenceDir
+) -> None:
     cid = (await captured(client))["candidate_id"]
     done = await runs(client, reference_dir, WITHDRAW, withdraw_args(cid))
     assert done["receipt"]["to_state"] == "withdrawn"

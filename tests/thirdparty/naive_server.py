@@ -85,8 +85,13 @@ def engram_memory_request_admission(candidate_id: str, idempotency_key: str) -> 
         raise ValueError(f"unknown candidate {candidate_id}")
     record_id = "mem_" + uuid.uuid4().hex[:16]
     candidate["status"] = "accepted"
-    RECORDS[record_id] = {"record_id": record_id, "text": _text_of(candidate["payload"]), "payload": candidate["payload"],
-                          "created_at": int(time.time() * 1000), "forgotten": False}
+    RECORDS[record_id] = {
+        "record_id": record_id,
+        "text": _text_of(candidate["payload"]),
+        "payload": candidate["payload"],
+        "created_at": int(time.time() * 1000),
+        "forgotten": False,
+    }
     return {"outcome": {"status": "accepted", "record_id": record_id}}
 
 
