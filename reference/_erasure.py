@@ -20,14 +20,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from engram_mcp.contract.validation import instant
 from engram_mcp.reference._periodic import Periodic
+from engram_mcp.reference._ports import Outstanding, Subject
 
-Subject = Literal["candidate_key", "record_content"]
 SUBJECTS: tuple[Subject, ...] = ("candidate_key", "record_content")
 
 
@@ -48,19 +47,6 @@ class ResidueFlusher(Protocol):
         back for archiving or by a replication slot).
         """
         ...
-
-
-@dataclass(frozen=True)
-class Outstanding:
-    """An erasure whose bytes may still be in a store file: ids and times only, never content."""
-
-    erasure_id: int
-    subject: Subject
-    tenant: str
-    workspace: str
-    subject_id: str
-    cursor: int
-    requested_at: str
 
 
 class ErasureLedger:

@@ -1,27 +1,61 @@
 """The reference server's extension points: what a host may swap without touching the core.
 
-The core speaks only to these Protocols; the AES-GCM cipher and the built-in
-admission policies are one implementation each.
+The core speaks only to these Protocols; the SQLite store, the AES-GCM cipher and
+the built-in admission policies are one implementation each.
 """
 
 from engram_mcp.reference._ports import (
     AdmissionDecision,
     AdmissionPolicy,
+    AuditCheckpoint,
+    AuditRow,
+    CandidateState,
     CandidateView,
+    Chain,
     Cipher,
     Decision,
+    Holdings,
+    JournalEntry,
+    MemoryStore,
+    NewCandidate,
+    Outstanding,
+    RankingProfile,
+    RecordState,
+    Reservation,
     Scope,
     SealBroken,
     Sealed,
+    StoredCandidate,
+    StoredRecord,
+    StoreReader,
+    StoreTransaction,
+    Subject,
 )
 
 __all__ = [
     "AdmissionDecision",
     "AdmissionPolicy",
+    "AuditCheckpoint",
+    "AuditRow",
+    "CandidateState",
     "CandidateView",
+    "Chain",
     "Cipher",
     "Decision",
+    "Holdings",
+    "JournalEntry",
+    "MemoryStore",
+    "NewCandidate",
+    "Outstanding",
+    "RankingProfile",
+    "RecordState",
+    "Reservation",
     "Scope",
     "SealBroken",
     "Sealed",
+    "StoreReader",
+    "StoreTransaction",
+    "StoredCandidate",
+    "StoredRecord",
+    "Subject",
 ]
