@@ -1,0 +1,173 @@
+"""PostgresStore: the store port on PostgreSQL, shared by any number of server processes.
+
+Selected by ``[store] url = "postgresql://…"`` in server.toml and imported only
+then, so a SQLite deployment never loads psycopg.
+
+Exactly once across processes. Every unit of work runs SERIALIZABLE; a
+serialization failure, a deadlock or a unique violation met by a concurrent
+insert (two replicas reserving one idempotency key, appending the same journal
+cursor, or burning one confirmation id) rolls it back, and the store runs it
+again, when it sees the winner's commit: a retry replays, it never repeats an
+effect. Reads use a REPEATABLE READ, READ ONLY snapshot.
+
+Erasure. A withdraw or forget updates the row in place, so its old version is
+a dead tuple until VACUUM removes it; it stays readable to any snapshot taken
+before the erasure. ``flush_residues`` answers True only when no snapshot older
+than the flush's start is held anywhere (other sessions, prepared transactions,
+replication slots and standbys' feedback), and VACUUM of the erasing tables
+then ran to the end without leaving a dead tuple behind for a pinned page. The
+role must see other sessions' snapshots (superuser or ``pg_read_all_stats``);
+otherwise nothing can be proved and every erasure stays ``pending``. What
+VACUUM cannot do is documented in the README: WAL segments keep page images
+until they are recycled, and freed space inside a page is not zeroed.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import errors
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from engram_mcp.reference._erasure import ErasureLedger
+from engram_mcp.reference._ports import RankingProfile, StoreReader, StoreTransaction
+from engram_mcp.reference._postgres_queries import RANKING, PostgresReader, PostgresTransaction
+from engram_mcp.reference._postgres_schema import migrate, scalar
+
+T = TypeVar("T")
+log = logging.getLogger("engram_mcp.reference")
+
+# Conflicts another unit of work caused; running again sees its commit. Anything else is a real failure.
+RETRIABLE = (errors.SerializationFailure, errors.DeadlockDetected, errors.UniqueViolation)
+MAX_ATTEMPTS = 12
+RETRY_BACKOFF = 0.005  # seconds, doubled per attempt, jittered so that racing replicas spread out
+FLUSH_RETRY_DELAYS = (0.0, 0.02, 0.05, 0.1)
+ERASURE_RETRY_INTERVAL = 1.0
+VACUUMED = ("candidates", "records")  # the tables an erasure rewrites rows of
+FLUSH_LOCK_TIMEOUT = "500ms"  # VACUUM gives up (pending, retried later) rather than queue behind another one
+_MISSED = "not removed due to cleanup lock contention"  # VACUUM VERBOSE's report of dead tuples it had to leave
+
+
+class StoreUnavailable(RuntimeError):
+    """The database cannot be reached; the message holds no URL and no password."""
+
+
+class PostgresStore:
+    """A pool of connections to one database (or one schema of it, through the URL's search_path option)."""
+
+    ranking: RankingProfile = RANKING
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        min_connections: int = 1,
+        max_connections: int = 8,
+        connect_timeout: float = 10.0,
+        flush_retry_delays: tuple[float, ...] = FLUSH_RETRY_DELAYS,
+        erasure_retry_interval: float = ERASURE_RETRY_INTERVAL,
+        background: bool = True,
+    ) -> None:
+        self._url = url
+        self._flush_lock = threading.Lock()
+        self._flush_retry_delays = flush_retry_delays
+        self._pool = ConnectionPool(
+            url, min_size=min_connections, max_size=max_connections, open=False, name="engram-store",
+            kwargs={"autocommit": True, "row_factory": dict_row},
+        )
+        try:
+            with psycopg.connect(url, autocommit=True, connect_timeout=int(connect_timeout)) as conn:
+                self.schema_version = migrate(conn)
+                self._sees_all_snapshots = bool(scalar(
+                    conn, "SELECT pg_has_role(current_user, 'pg_read_all_stats', 'USAGE')::int"
+                ))
+            self._pool.open(wait=True, timeout=connect_timeout)
+        except (PoolTimeout, psycopg.OperationalError):
+            self._pool.close()
+            raise StoreUnavailable("the PostgreSQL store cannot be reached") from None
+        self.erasures = ErasureLedger(self, retry_interval=erasure_retry_interval)
+        if background:
+            self.erasures.start()
+
+    # -- units of work -------------------------------------------------------------------------------------
+
+    def transaction(self, work: Callable[[StoreTransaction], T]) -> T:
+        for attempt in range(MAX_ATTEMPTS):
+            try:
+                with self._pool.connection() as conn, conn.transaction():
+                    conn.execute("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE")
+                    return work(PostgresTransaction(conn))
+            except RETRIABLE:
+                if attempt == MAX_ATTEMPTS - 1:
+                    raise
+                time.sleep(RETRY_BACKOFF * (2 ** min(attempt, 6)) * random.uniform(0.5, 1.5))
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    @contextmanager
+    def snapshot(self) -> Iterator[StoreReader]:
+        with self._pool.connection() as conn, conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            yield PostgresReader(conn)
+
+    # -- erasure residues --------------------------------------------------------------------------------------
+
+    def flush_residues(self) -> bool:
+        if not self._sees_all_snapshots:
+            return False  # another role's old snapshot would be invisible: never claim complete
+        with self._flush_lock:
+            for delay in self._flush_retry_delays:
+                time.sleep(delay)
+                try:
+                    if self._vacuumed():
+                        return True
+                except psycopg.Error:
+                    log.debug("a residue flush attempt failed; it is retried", exc_info=True)
+        return False
+
+    def _vacuumed(self) -> bool:
+        """One attempt, on its own connection (VACUUM runs outside any transaction, never on a pooled one)."""
+        notices: list[str] = []
+        with psycopg.connect(self._url, autocommit=True) as conn:
+            conn.add_notice_handler(lambda diagnostic: notices.append(diagnostic.message_primary or ""))
+            conn.execute(f"SET lock_timeout = '{FLUSH_LOCK_TIMEOUT}'")
+            horizon = scalar(conn, "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint")
+            if self._older_snapshots(conn, horizon):
+                return False
+            for table in VACUUMED:
+                # FREEZE makes it aggressive: it waits for a page's cleanup lock rather than skip pruning it.
+                conn.execute(f"VACUUM (FREEZE, VERBOSE, INDEX_CLEANUP ON) {table}")
+            if any(_MISSED in notice for notice in notices):
+                return False
+            return not self._older_snapshots(conn, horizon)
+
+    @staticmethod
+    def _older_snapshots(conn: Any, horizon: int) -> bool:
+        """Whether anything may still read row versions deleted before ``horizon`` (a full transaction id)."""
+        rows = conn.execute(
+            "SELECT backend_xmin AS x FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND backend_xmin IS NOT "
+            "NULL UNION ALL SELECT backend_xid FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND backend_xid "
+            "IS NOT NULL UNION ALL SELECT transaction FROM pg_prepared_xacts UNION ALL SELECT xmin FROM "
+            "pg_replication_slots WHERE xmin IS NOT NULL UNION ALL SELECT backend_xmin FROM pg_stat_replication "
+            "WHERE backend_xmin IS NOT NULL"
+        ).fetchall()
+        return any(_widen(int(str(row[0])), horizon) < horizon for row in rows)
+
+    def close(self) -> None:
+        self.erasures.stop()
+        self._pool.close()
+
+
+def _widen(xid: int, near: int) -> int:
+    """A 32-bit transaction id as the full id nearest ``near`` (live ids are within 2^31 of each other)."""
+    full = (near & ~0xFFFFFFFF) | xid
+    if full > near + (1 << 31):
+        return full - (1 << 32)
+    return full + (1 << 32) if full < near - (1 << 31) else full

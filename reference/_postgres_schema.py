@@ -1,0 +1,172 @@
+"""The PostgreSQL store's schema: versioned migrations, every table keyed by tenant first.
+
+Each entry of ``MIGRATIONS`` upgrades the schema by one version and is never
+edited once shipped; ``migrate`` applies the missing ones with their version
+rows in one transaction, under a transaction-level advisory lock, so that
+replicas starting together never migrate twice.
+
+Distributing on the tenant. Every table holding a scope's data (candidates,
+records, tombstones, reservations, erasures, journal) has ``tenant`` first in
+its primary key and in its indexes, and every query on them filters on
+``tenant =``: with Citus, ``SELECT create_distributed_table(t, 'tenant')`` for
+each of them (co-located by default) routes each such query to one worker, and
+``meta``, ``schema_versions`` and ``audit_checkpoints`` become reference tables.
+Two things are store-wide in this version, as the store port defines them: the
+lifecycle journal is one hash chain with one cursor sequence (``journal_order``)
+and the audit chains share one ``seq``. A distributed deployment needs them per
+tenant first: the port's ``journal_head`` and ``audit_head`` taking the tenant,
+and ``verify`` walking one chain per tenant. Consumed confirmation ids name no
+tenant and would be distributed on the nonce itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE meta (key text PRIMARY KEY, value text NOT NULL);
+
+    -- Lifecycle journal: ids, states and digests only, never content.
+    CREATE TABLE journal (
+        tenant text NOT NULL,
+        cursor bigint NOT NULL,
+        workspace text NOT NULL,
+        event text NOT NULL,
+        event_hash text NOT NULL,
+        previous_hash text NOT NULL,
+        PRIMARY KEY (tenant, cursor)
+    );
+    CREATE INDEX journal_scope ON journal (tenant, workspace, cursor);
+    -- The chain is store-wide today (see the module's docstring): its cursors are unique across tenants.
+    CREATE UNIQUE INDEX journal_order ON journal (cursor);
+
+    CREATE TABLE candidates (
+        tenant text NOT NULL,
+        workspace text NOT NULL,
+        candidate_id text NOT NULL,
+        principal text NOT NULL,
+        state text NOT NULL CHECK (state IN ('pending', 'accepted', 'rejected', 'withdrawn')),
+        record_id text NOT NULL,
+        payload_digest text NOT NULL,
+        created_cursor bigint NOT NULL,
+        ciphertext bytea,
+        wrapped_key bytea,
+        created_ms bigint NOT NULL,
+        body_bytes bigint NOT NULL DEFAULT 0,
+        PRIMARY KEY (tenant, workspace, candidate_id)
+    );
+    -- The expiry sweep reads every tenant's oldest pending candidates.
+    CREATE INDEX candidates_pending_age ON candidates (created_ms) WHERE state = 'pending';
+    CREATE INDEX candidates_holder ON candidates (tenant, principal, state);
+
+    CREATE TABLE records (
+        tenant text NOT NULL,
+        workspace text NOT NULL,
+        record_id text NOT NULL,
+        candidate_id text NOT NULL,
+        state text NOT NULL CHECK (state IN ('accepted_current', 'tombstoned')),
+        body bytea,  -- the record as admitted, UTF-8 JSON (bytea: a text column refuses U+0000)
+        payload_digest text NOT NULL,
+        valid_from bigint NOT NULL,
+        valid_to bigint,
+        expires_at text,
+        recorded_cursor bigint NOT NULL,
+        -- The lexical index: NULL once tombstoned, so a forgotten record leaves the index.
+        search tsvector,
+        PRIMARY KEY (tenant, workspace, record_id)
+    );
+    -- GIN without a pending list, so an index entry goes straight into the tree VACUUM cleans.
+    CREATE INDEX records_search ON records USING gin (search) WITH (fastupdate = off)
+        WHERE state = 'accepted_current';
+
+    CREATE TABLE tombstones (
+        tenant text NOT NULL,
+        workspace text NOT NULL,
+        payload_digest text NOT NULL,
+        PRIMARY KEY (tenant, workspace, payload_digest)
+    );
+
+    -- Idempotency reservations: one per (scope, principal, key), bound to an intent hash.
+    CREATE TABLE reservations (
+        tenant text NOT NULL,
+        workspace text NOT NULL,
+        principal text NOT NULL,
+        idempotency_key text NOT NULL,
+        intent text NOT NULL,
+        value text NOT NULL,
+        PRIMARY KEY (tenant, workspace, principal, idempotency_key)
+    );
+
+    -- Confirmation states and host references are single use. A nonce names no tenant, so this
+    -- one table is keyed (and would be distributed) by the nonce itself.
+    CREATE TABLE consumed_states (
+        nonce text PRIMARY KEY,
+        consumed_at text NOT NULL
+    );
+    CREATE INDEX consumed_states_age ON consumed_states (consumed_at);
+
+    -- Audit journal: two hash chains ('main' and 'refused') sharing one seq, never content.
+    -- Store-wide like the journal; compaction entries belong to no tenant.
+    CREATE TABLE audit (
+        seq bigint PRIMARY KEY,
+        chain text NOT NULL CHECK (chain IN ('main', 'refused')),
+        entry text NOT NULL,
+        entry_hash text NOT NULL,
+        previous_hash text NOT NULL
+    );
+    CREATE INDEX audit_chain ON audit (chain, seq);
+    CREATE TABLE audit_checkpoints (
+        chain text PRIMARY KEY,
+        through_seq bigint NOT NULL,
+        entry_hash text NOT NULL,
+        rows_compacted bigint NOT NULL
+    );
+
+    -- Erasure ledger: ids, cursors and times only, never content.
+    CREATE TABLE erasures (
+        tenant text NOT NULL,
+        erasure_id bigint GENERATED ALWAYS AS IDENTITY,
+        subject text NOT NULL CHECK (subject IN ('candidate_key', 'record_content')),
+        workspace text NOT NULL,
+        subject_id text NOT NULL,
+        cursor bigint NOT NULL,
+        requested_at text NOT NULL,
+        state text NOT NULL CHECK (state IN ('pending', 'complete')),
+        completed_at text,
+        PRIMARY KEY (tenant, erasure_id)
+    );
+    CREATE UNIQUE INDEX erasures_order ON erasures (erasure_id);
+    CREATE INDEX erasures_pending ON erasures (erasure_id) WHERE state = 'pending';
+    """,
+)
+
+SEARCH_CONFIG = "simple"  # lowercases, no stemming and no stop words: the same words SQLite's unicode61 keeps
+# The advisory lock key replicas take while migrating (any constant shared by every replica will do).
+MIGRATION_LOCK = 0x656E6772616D  # "engram"
+
+
+def migrate(conn: Any) -> int:
+    """Bring the schema in the connection's search_path to the latest version; the version reached.
+
+    ``conn`` is a psycopg connection in autocommit mode, returning tuples. A database written by a
+    newer server is refused rather than touched.
+    """
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_versions (version integer PRIMARY KEY, applied_at timestamptz "
+            "NOT NULL DEFAULT now())"
+        )
+        version = scalar(conn, "SELECT COALESCE(MAX(version), 0) FROM schema_versions")
+        if version > len(MIGRATIONS):
+            raise RuntimeError("the store was written by a newer version of this server")
+        for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
+            conn.execute(script)
+            conn.execute("INSERT INTO schema_versions (version) VALUES (%s)", (number,))
+    return len(MIGRATIONS)
+
+
+def scalar(conn: Any, sql: str) -> int:
+    row = conn.execute(sql).fetchone()
+    return int(row[0])
