@@ -23,6 +23,7 @@ def _parser() -> argparse.ArgumentParser:
     init = commands.add_parser("init", help="write server.toml, conformance-profile.toml and keys into DIR")
     init.add_argument("directory", type=Path)
     init.add_argument("--force", action="store_true", help="overwrite an existing configuration")
+    init.add_argument("--store", metavar="URL", help="keep memory in PostgreSQL at this postgresql:// URL")
     serve = commands.add_parser("serve", help="serve over stdio, or streamable HTTP with --http")
     serve.add_argument("--config", type=Path, required=True)
     serve.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP on this address")
@@ -62,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
             if (args.directory / "server.toml").exists() and not args.force:
                 print(f"engram-reference: {args.directory / 'server.toml'} exists (use --force)", file=sys.stderr)
                 return EXIT_USAGE
-            written = write_configuration(args.directory, seed=secrets.token_hex(4))
+            written = write_configuration(args.directory, seed=secrets.token_hex(4), store_url=args.store)
             for path in written:
                 print(path)
             return EXIT_OK

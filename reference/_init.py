@@ -87,7 +87,26 @@ def _write(path: Path, data: bytes | str) -> Path:
     return path
 
 
-def write_configuration(directory: Path, *, seed: str) -> list[Path]:
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+def store_toml_lines(url: str | None) -> list[str]:
+    """The [store] table: none for the embedded SQLite store (the default), else the PostgreSQL URL."""
+    if url is None:
+        return []
+    if not url.startswith(POSTGRES_SCHEMES):
+        raise ValueError("--store takes a postgresql:// URL")
+    return [
+        "# The shared store: every server process given this URL serves the same memory (see the README,",
+        "# PostgreSQL). Without this table the server keeps its own SQLite file (server.store).",
+        "[store]",
+        f"url = {_toml(url)}",
+        "",
+    ]
+
+
+def write_configuration(directory: Path, *, seed: str, store_url: str | None = None) -> list[Path]:
+    store = store_toml_lines(store_url)  # checked before anything is written
     directory = Path(directory).resolve()
     keys = directory / "keys"
     keys.mkdir(mode=0o700, parents=True, exist_ok=True)  # keys, config and store are private to the server's user
@@ -115,6 +134,7 @@ def write_configuration(directory: Path, *, seed: str) -> list[Path]:
         "# keeps commits, power loss may drop the last ones; extra: SQLite's most cautious level).",
         'synchronous = "full"',
         "",
+        *store,
         *quota_toml_lines(),
         "",
         *transport_toml_lines(),

@@ -75,9 +75,33 @@ def _text(value: str) -> str:
     return value.replace("\x00", " ")
 
 
+def scope_lexeme(scope: Scope) -> str:
+    """A term every record of the scope carries in its tsvector, so the GIN index itself narrows to the scope.
+
+    The words' parser never yields a '~', so no text can produce it; and the scope is checked on the row too.
+    """
+    return "~" + search_index.fts_table(scope).removeprefix("fts_")
+
+
 def _tsquery(tokens: Sequence[str]) -> str:
     # Tokens are \w+ only (search_index.query_tokens), so quoting them cannot inject tsquery syntax.
     return " | ".join(f"'{_text(token)}'" for token in tokens)
+
+
+# The GIN index (partial on accepted_current) intersects the words with the scope's own term, so only
+# this scope's matches are read and ranked; ts_rank scores the words alone.
+SEARCH_SQL = (
+    f"SELECT record_id FROM records, to_tsquery('{SEARCH_CONFIG}', %s) AS q "
+    "WHERE tenant = %s AND workspace = %s AND state = 'accepted_current' AND search @@ (q && %s::tsquery) "
+    "AND valid_from <= %s AND (valid_to IS NULL OR valid_to >= %s) AND (expires_at IS NULL OR expires_at > %s) "
+    f"ORDER BY ts_rank({_RANK_WEIGHTS}, search, q, {RANK_NORMALIZATION}) DESC, record_id LIMIT %s"
+)
+
+
+def search_parameters(scope: Scope, tokens: Sequence[str], valid_as_of_ms: int, limit: int) -> tuple[Any, ...]:
+    as_of = instant(datetime.fromtimestamp(valid_as_of_ms / 1000, UTC))
+    return (_tsquery(tokens), scope.tenant, scope.workspace, f"'{scope_lexeme(scope)}'", valid_as_of_ms,
+            valid_as_of_ms, as_of, limit)
 
 
 def _candidate(row: dict[str, Any]) -> StoredCandidate:
@@ -156,16 +180,7 @@ class PostgresReader:
     def search(self, scope: Scope, tokens: Sequence[str], valid_as_of_ms: int, limit: int) -> list[str]:
         if not tokens:
             return []
-        as_of = instant(datetime.fromtimestamp(valid_as_of_ms / 1000, UTC))
-        # The GIN index (partial on accepted_current) finds the matches; the scope filter is part of the
-        # same statement, so the cap applies to this scope's matches only.
-        rows = self.conn.execute(
-            f"SELECT record_id FROM records, to_tsquery('{SEARCH_CONFIG}', %s) AS q "
-            "WHERE tenant = %s AND workspace = %s AND state = 'accepted_current' AND search @@ q "
-            "AND valid_from <= %s AND (valid_to IS NULL OR valid_to >= %s) AND (expires_at IS NULL OR expires_at > %s) "
-            f"ORDER BY ts_rank({_RANK_WEIGHTS}, search, q, {RANK_NORMALIZATION}) DESC, record_id LIMIT %s",
-            (_tsquery(tokens), scope.tenant, scope.workspace, valid_as_of_ms, valid_as_of_ms, as_of, limit),
-        ).fetchall()
+        rows = self.conn.execute(SEARCH_SQL, search_parameters(scope, tokens, valid_as_of_ms, limit)).fetchall()
         return [row["record_id"] for row in rows]
 
     def scope_cursor(self, scope: Scope) -> int:
@@ -297,11 +312,11 @@ class PostgresTransaction(PostgresReader):
         self.conn.execute(
             "INSERT INTO records (tenant, workspace, record_id, candidate_id, state, body, payload_digest, valid_from, "
             f"valid_to, expires_at, recorded_cursor, search) VALUES (%s, %s, %s, %s, 'accepted_current', %s, %s, %s, "
-            f"%s, %s, %s, {_SEARCH_VECTOR})",
+            f"%s, %s, %s, {_SEARCH_VECTOR} || array_to_tsvector(ARRAY[%s]))",
             (scope.tenant, scope.workspace, record["record_id"], candidate_id,
              json.dumps(record, ensure_ascii=False).encode("utf-8"), record["payload_digest"], valid_time["t"],
              valid_time.get("t_end"), record["retention"].get("expires_at"), cursor,
-             *(_text(text) for text in search_index.field_texts(record))),
+             *(_text(text) for text in search_index.field_texts(record)), scope_lexeme(scope)),
         )
 
     def forget(self, scope: Scope, record_id: str, keyed_digest: str) -> None:
