@@ -15,8 +15,6 @@ breaking the main chain.
 
 from __future__ import annotations
 
-import json
-import sqlite3
 import threading
 from datetime import UTC, datetime
 from typing import Any
@@ -24,14 +22,15 @@ from typing import Any
 from engram_mcp.contract import ZERO_DIGEST, profile_digest
 from engram_mcp.contract.binding import Binding
 from engram_mcp.contract.validation import instant
-from engram_mcp.reference._store import Store
+from engram_mcp.reference._ports import AuditRow, Chain, MemoryStore, StoreReader, StoreTransaction
 
-MAIN, REFUSED = "main", "refused"
+MAIN: Chain = "main"
+REFUSED: Chain = "refused"
 ANSWERED = frozenset({"ok", "input_required"})  # outcomes that go to the main chain
 COMPACTION = "audit-compaction"
 
 
-def chain_of(outcome: str) -> str:
+def chain_of(outcome: str) -> Chain:
     return MAIN if outcome in ANSWERED else REFUSED
 
 
@@ -40,7 +39,7 @@ def _hash(entry: dict[str, Any], previous: str) -> str:
 
 
 class AuditJournal:
-    def __init__(self, store: Store, *, refused_rows: int = 100_000) -> None:
+    def __init__(self, store: MemoryStore, *, refused_rows: int = 100_000) -> None:
         if refused_rows < 1:
             raise ValueError("refused_rows must be positive")
         self.store = store
@@ -51,6 +50,11 @@ class AuditJournal:
         self._count_lock = threading.Lock()
 
     def append(self, audit_id: str, binding: Binding, tool: str, outcome: str) -> None:
+        """Record a call in its own unit of work."""
+        self.store.transaction(lambda tx: self.append_in(tx, audit_id, binding, tool, outcome))
+
+    def append_in(self, tx: StoreTransaction, audit_id: str, binding: Binding, tool: str, outcome: str) -> None:
+        """Record a call inside the caller's unit of work (a mutation's own, so both commit together)."""
         entry = {
             "audit_id": audit_id,
             "at": instant(datetime.now(UTC)),
@@ -64,86 +68,58 @@ class AuditJournal:
             "outcome": outcome,
         }
         chain = chain_of(outcome)
-        with self.store.write() as db:
-            self._link(db, chain, entry)
-            if chain == REFUSED:
-                with self._count_lock:
-                    if self._refused_count is None:
-                        self._refused_count = _count(db, REFUSED)
-                    else:
-                        self._refused_count += 1
-                    if self._refused_count > self.refused_rows + self._slack:
-                        self._refused_count -= self._compact(db, self._refused_count - self.refused_rows)
+        _link(tx, chain, entry)
+        if chain == REFUSED:
+            with self._count_lock:
+                if self._refused_count is None:
+                    self._refused_count = tx.audit_count(REFUSED)
+                else:
+                    self._refused_count += 1
+                if self._refused_count > self.refused_rows + self._slack:
+                    self._refused_count -= self._compact(tx, self._refused_count - self.refused_rows)
 
     @staticmethod
-    def _link(db: sqlite3.Connection, chain: str, entry: dict[str, Any]) -> None:
-        previous = _head(db, chain)
-        db.execute(
-            "INSERT INTO audit (entry, entry_hash, previous_hash, chain) VALUES (?, ?, ?, ?)",
-            (json.dumps(entry, sort_keys=True), _hash(entry, previous), previous, chain),
-        )
-
-    def _compact(self, db: sqlite3.Connection, rows: int) -> int:
+    def _compact(tx: StoreTransaction, rows: int) -> int:
         """Remove the ``rows`` oldest refused rows behind a checkpoint; how many were removed."""
-        last = db.execute(
-            "SELECT seq, entry_hash FROM audit WHERE chain = ? ORDER BY seq LIMIT 1 OFFSET ?", (REFUSED, rows - 1)
-        ).fetchone()
-        if last is None:
+        before = tx.audit_checkpoints().get(REFUSED)
+        checkpoint = tx.audit_compact(REFUSED, rows)
+        if checkpoint is None:
             return 0
-        removed = db.execute("DELETE FROM audit WHERE chain = ? AND seq <= ?", (REFUSED, last["seq"])).rowcount
-        before = db.execute("SELECT rows_compacted FROM audit_checkpoints WHERE chain = ?", (REFUSED,)).fetchone()
-        total = (before["rows_compacted"] if before else 0) + removed
-        db.execute(
-            "INSERT INTO audit_checkpoints VALUES (?, ?, ?, ?) ON CONFLICT (chain) DO UPDATE SET "
-            "through_seq = excluded.through_seq, entry_hash = excluded.entry_hash, rows_compacted = "
-            "excluded.rows_compacted",
-            (REFUSED, last["seq"], last["entry_hash"], total),
-        )
-        self._link(db, MAIN, {"kind": COMPACTION, "at": instant(datetime.now(UTC)), "chain": REFUSED,
-                              "through_seq": last["seq"], "through_hash": last["entry_hash"], "rows_compacted": total})
-        return removed
+        _link(tx, MAIN, {"kind": COMPACTION, "at": instant(datetime.now(UTC)), "chain": REFUSED,
+                         "through_seq": checkpoint.through_seq, "through_hash": checkpoint.entry_hash,
+                         "rows_compacted": checkpoint.rows_compacted})
+        return checkpoint.rows_compacted - (before.rows_compacted if before else 0)
 
     def verify(self) -> list[int]:
         """Sequence numbers whose entry breaks a chain; empty when the journal is intact."""
-        with self.store.read() as db:
-            return verify_in(db)
+        with self.store.snapshot() as reader:
+            return verify_in(reader)
 
 
-def _count(db: sqlite3.Connection, chain: str) -> int:
-    return int(db.execute("SELECT COUNT(*) FROM audit WHERE chain = ?", (chain,)).fetchone()[0])
+def _link(tx: StoreTransaction, chain: Chain, entry: dict[str, Any]) -> None:
+    previous = tx.audit_head(chain)
+    tx.audit_append(AuditRow(0, chain, entry, _hash(entry, previous), previous))
 
 
-def _checkpoint(db: sqlite3.Connection, chain: str) -> sqlite3.Row | None:
-    return db.execute("SELECT * FROM audit_checkpoints WHERE chain = ?", (chain,)).fetchone()
-
-
-def _head(db: sqlite3.Connection, chain: str) -> str:
-    last = db.execute("SELECT entry_hash FROM audit WHERE chain = ? ORDER BY seq DESC LIMIT 1", (chain,)).fetchone()
-    if last is not None:
-        return last["entry_hash"]
-    checkpoint = _checkpoint(db, chain)
-    return checkpoint["entry_hash"] if checkpoint is not None else ZERO_DIGEST
-
-
-def verify_in(db: sqlite3.Connection) -> list[int]:
+def verify_in(reader: StoreReader) -> list[int]:
     """Each chain from its genesis or checkpoint; a checkpoint must be the one the main chain last recorded."""
     broken: list[int] = []
-    checkpoints = {row["chain"]: row for row in db.execute("SELECT * FROM audit_checkpoints")}
-    previous = {chain: (row["entry_hash"] if row else ZERO_DIGEST)
-                for chain, row in ((MAIN, checkpoints.get(MAIN)), (REFUSED, checkpoints.get(REFUSED)))}
+    checkpoints = reader.audit_checkpoints()
+    previous: dict[str, str] = {chain: (checkpoints[chain].entry_hash if chain in checkpoints else ZERO_DIGEST)
+                                for chain in (MAIN, REFUSED)}
     recorded: dict[str, tuple[int, str, int]] = {}
-    for row in db.execute("SELECT seq, entry, entry_hash, previous_hash, chain FROM audit ORDER BY seq"):
-        chain, entry = row["chain"], json.loads(row["entry"])
+    for row in reader.audit_rows():
+        chain, entry = row.chain, row.entry
         start = previous.get(chain, ZERO_DIGEST)
-        if row["previous_hash"] != start or row["entry_hash"] != _hash(entry, start):
-            broken.append(row["seq"])
+        if row.previous_hash != start or row.entry_hash != _hash(entry, start):
+            broken.append(row.seq)
         checkpoint = checkpoints.get(chain)
-        if checkpoint is not None and row["seq"] <= checkpoint["through_seq"]:
-            broken.append(row["seq"])  # a row the checkpoint says was compacted away
-        previous[chain] = row["entry_hash"]
+        if checkpoint is not None and row.seq <= checkpoint.through_seq:
+            broken.append(row.seq)  # a row the checkpoint says was compacted away
+        previous[chain] = row.entry_hash
         if chain == MAIN and entry.get("kind") == COMPACTION:
             recorded[entry["chain"]] = (entry["through_seq"], entry["through_hash"], entry["rows_compacted"])
-    for chain, row in checkpoints.items():
-        if recorded.get(chain) != (row["through_seq"], row["entry_hash"], row["rows_compacted"]):
-            broken.append(int(row["through_seq"]))  # a checkpoint the main chain does not vouch for
+    for chain, point in checkpoints.items():
+        if recorded.get(chain) != (point.through_seq, point.entry_hash, point.rows_compacted):
+            broken.append(point.through_seq)  # a checkpoint the main chain does not vouch for
     return sorted(set(broken))

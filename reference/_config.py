@@ -116,6 +116,7 @@ class ServerConfig:
     transport: TransportConfig = field(default_factory=TransportConfig)
     limits: ResourceLimits = field(default_factory=ResourceLimits)  # [quotas] and [expiry]
     confirmation: ConfirmationConfig = field(default_factory=ConfirmationConfig)
+    store_url: str | None = None  # [store] url: None (or sqlite:) keeps the SQLite file above; postgresql://… shares
 
     def derived_key(self, purpose: str) -> bytes:
         """A subkey of the key-encryption key for one purpose (cursors, request states)."""
@@ -288,4 +289,18 @@ def load_config(path: Path) -> ServerConfig:
         transport=_transport(_optional(data, "transport", dict, {}, "file")),
         limits=_limits(data),
         confirmation=_confirmation(_optional(data, "confirmation", dict, {}, "file")),
+        store_url=_store_url(_optional(data, "store", dict, {}, "file")),
     )
+
+
+STORE_SCHEMES = ("sqlite:", "postgresql://", "postgres://")
+
+
+def _store_url(table: Mapping[str, Any]) -> str | None:
+    unknown = sorted(set(table) - {"url"})
+    if unknown:
+        raise ConfigError(f"store: unknown setting '{unknown[0]}'")
+    url = _optional(table, "url", str, None, "store")
+    if url is not None and not url.startswith(STORE_SCHEMES):
+        raise ConfigError("store: 'url' must start with sqlite:, postgresql:// or postgres://")
+    return None if url is None or url.startswith("sqlite:") else url

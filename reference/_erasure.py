@@ -18,24 +18,25 @@ waiting for other readers.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Protocol, TypeVar
 
 from engram_mcp.contract.validation import instant
 from engram_mcp.reference._periodic import Periodic
-from engram_mcp.reference._ports import Outstanding, Subject
+from engram_mcp.reference._ports import Outstanding, Scope, StoreReader, StoreTransaction, Subject
 
+T = TypeVar("T")
 SUBJECTS: tuple[Subject, ...] = ("candidate_key", "record_content")
 
 
 class ResidueFlusher(Protocol):
-    """What a backend offers the ledger: transactions, and one step that drops old copies of deleted data."""
+    """What a backend offers the ledger: units of work, and one step that drops old copies of deleted data."""
 
-    def read(self) -> AbstractContextManager[Any]: ...
+    def transaction(self, work: Callable[[StoreTransaction], T]) -> T: ...
 
-    def write(self) -> AbstractContextManager[Any]: ...
+    def snapshot(self) -> AbstractContextManager[StoreReader]: ...
 
     def flush_residues(self) -> bool:
         """Drop every retained copy of deleted data, without blocking for long; True only when all are gone.
@@ -61,34 +62,17 @@ class ErasureLedger:
     # -- inside the erasing transaction ---------------------------------------------
 
     @staticmethod
-    def record(db: Any, subject: Subject, tenant: str, workspace: str, subject_id: str, cursor: int) -> int:
-        """Queue an erasure as pending, in the caller's transaction; its id."""
+    def record(tx: StoreTransaction, subject: Subject, scope: Scope, subject_id: str, cursor: int) -> int:
+        """Queue an erasure as pending, in the caller's unit of work; its id."""
         if subject not in SUBJECTS:
             raise ValueError("unknown erasure subject")
-        return db.execute(
-            "INSERT INTO erasures (subject, tenant, workspace, subject_id, cursor, requested_at, state) "
-            "VALUES (?, ?, ?, ?, ?, ?, 'pending')",
-            (subject, tenant, workspace, subject_id, cursor, instant(datetime.now(UTC))),
-        ).lastrowid
-
-    @staticmethod
-    def is_complete(db: Any, erasure_id: int) -> bool:
-        row = db.execute("SELECT state FROM erasures WHERE erasure_id = ?", (erasure_id,)).fetchone()
-        return row is not None and row[0] == "complete"
-
-    @staticmethod
-    def outstanding_in(db: Any) -> list[Outstanding]:
-        rows = db.execute(
-            "SELECT erasure_id, subject, tenant, workspace, subject_id, cursor, requested_at "
-            "FROM erasures WHERE state = 'pending' ORDER BY erasure_id"
-        ).fetchall()
-        return [Outstanding(*tuple(row)) for row in rows]
+        return tx.record_erasure(subject, scope, subject_id, cursor, instant(datetime.now(UTC)))
 
     # -- settling -----------------------------------------------------------------------
 
     def outstanding(self) -> list[Outstanding]:
-        with self.store.read() as db:
-            return self.outstanding_in(db)
+        with self.store.snapshot() as reader:
+            return reader.outstanding_erasures()
 
     def settle(self) -> frozenset[int]:
         """One attempt: flush the backend's old copies and mark the erasures it covered complete."""
@@ -98,12 +82,7 @@ class ErasureLedger:
                 return frozenset()
             # Every id read above was committed before the flush began, so the flush covered it.
             done = instant(datetime.now(UTC))
-            with self.store.write() as db:
-                db.executemany(
-                    "UPDATE erasures SET state = 'complete', completed_at = ? WHERE erasure_id = ? AND state = "
-                    "'pending'",
-                    [(done, erasure_id) for erasure_id in pending],
-                )
+            self.store.transaction(lambda tx: tx.complete_erasures(pending, done))
             return frozenset(pending)
 
     # -- background retry ----------------------------------------------------------------

@@ -13,7 +13,7 @@ from typing import Any
 
 from engram_mcp.contract import profile_digest
 from engram_mcp.contract.binding import Binding, Sealer, StateRejected
-from engram_mcp.reference._ports import Scope
+from engram_mcp.reference._ports import RankingProfile, Scope
 
 PROFILE = "reference_fts5_bm25"
 PROFILE_VERSION = "1.0.0"
@@ -82,6 +82,9 @@ def profile_config_digest() -> str:
             "weights": {"lexical": LEXICAL_WEIGHT, "recency": RECENCY_WEIGHT},
         },
     )
+
+
+RANKING = RankingProfile(PROFILE, PROFILE_VERSION, SCORING_FORMULA, profile_config_digest())
 
 
 def page_request_digest(binding: Binding, query: str, purpose_ref: str, limit: int, max_packet_bytes: int,

@@ -13,6 +13,7 @@ import logging
 import secrets
 import time
 from collections.abc import Mapping
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -47,9 +48,9 @@ from engram_mcp.contract.binding import (
 from engram_mcp.reference._audit import AuditJournal
 from engram_mcp.reference._config import ServerConfig
 from engram_mcp.reference._core import Engine, scope_of
-from engram_mcp.reference._crypto import AesGcmCipher
 from engram_mcp.reference._envelope import Outcome, envelope, tool_result
-from engram_mcp.reference._store import Store
+from engram_mcp.reference._ports import StoreTransaction
+from engram_mcp.reference._wiring import ServerPorts, build_ports
 
 log = logging.getLogger("engram_mcp.reference")
 
@@ -115,13 +116,30 @@ def _unforeseen(tool: str) -> Outcome:
     return Outcome(code="MUTATION_OUTCOME_UNKNOWN" if mutating else "STORE_UNAVAILABLE")
 
 
+class _InlineAudit:
+    """A call's audit row, written by a successful mutation inside its own unit of work."""
+
+    def __init__(self, journal: AuditJournal, audit_id: str, binding: Binding, tool: str) -> None:
+        self.journal, self.audit_id, self.binding, self.tool = journal, audit_id, binding, tool
+        self.written = False
+
+    def write(self, tx: StoreTransaction) -> None:
+        self.journal.append_in(tx, self.audit_id, self.binding, self.tool, "ok")
+        self.written = True
+
+
+# The call being served (set per task by _call_tool), so its commit can carry the audit row.
+_INLINE_AUDIT: ContextVar[_InlineAudit | None] = ContextVar("inline_audit", default=None)
+
+
 class ReferenceServer:
     """One configured server: the store, the engine, and the MCP handlers over them."""
 
-    def __init__(self, config: ServerConfig) -> None:
+    def __init__(self, config: ServerConfig, ports: ServerPorts | None = None) -> None:
         self.config = config
-        self.store = Store(config.store, synchronous=config.synchronous)
-        self.engine = Engine(self.store, AesGcmCipher(config.kek), config.policy_for, config.derived_key("page-cursor"),
+        ports = ports or build_ports(config)
+        self.store = ports.store
+        self.engine = Engine(self.store, ports.cipher, config.policy_for, config.derived_key("page-cursor"),
                              digest_key=config.derived_key("stored-digest"), limits=config.limits)
         self.audit = AuditJournal(self.store, refused_rows=config.limits.expiry.refused_audit_rows)
         self.engine.start_housekeeping()
@@ -186,10 +204,12 @@ class ReferenceServer:
             )
             raise _protocol_error(_UNKNOWN_TOOL)
         audit_id = binding.audit_id
+        inline = _InlineAudit(self.audit, audit_id, binding, tool)
         try:
             if deadline_passed(binding):  # on arrival: nothing is read or written (EMC-HP-055)
                 result: Outcome | types.InputRequiredResult = Outcome(code="DEADLINE_EXCEEDED")
             else:
+                _INLINE_AUDIT.set(inline)
                 result = await self._guarded_call(ctx, params, tool, binding, audit_id)
         except MCPError as refusal:
             await self._audit_quietly(binding, tool, str(refusal.error.code))
@@ -201,10 +221,13 @@ class ReferenceServer:
             raise
         except Exception:  # anything unforeseen leaves as a constant envelope, never as text
             log.exception("tool call failed")
+            inline.written = False  # whatever the unit of work did, the call is journaled below as it ended
             result = _unforeseen(tool)
         if isinstance(result, types.InputRequiredResult):
             await self._audit_quietly(binding, tool, "input_required")
             return result
+        if inline.written and result.ok:
+            return tool_result(envelope(result, audit_id))  # journaled in the mutation's own unit of work
         try:
             with anyio.CancelScope(shield=True):  # a commit that beat a cancellation is still journaled
                 await self._audit(binding, tool, result.code or "ok", audit_id)
@@ -247,7 +270,9 @@ class ReferenceServer:
                 return Outcome(code="gate_failed")
         if deadline_passed(binding):  # again after any wait, before the reservation and the commit (EMC-HP-056)
             return Outcome(code="DEADLINE_EXCEEDED")
-        return await anyio.to_thread.run_sync(self.engine.call, tool, binding, arguments, datetime.now(UTC))
+        inline = _INLINE_AUDIT.get()
+        write = inline.write if inline is not None and inline.audit_id == audit_id else None
+        return await anyio.to_thread.run_sync(self.engine.call, tool, binding, arguments, datetime.now(UTC), write)
 
     async def _gate(
         self, ctx: ServerRequestContext, params: types.CallToolRequestParams, tool: str,

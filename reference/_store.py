@@ -27,12 +27,15 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
+from engram_mcp.reference import _search as search_index
 from engram_mcp.reference._erasure import ErasureLedger
+from engram_mcp.reference._ports import Scope, StoreReader, StoreTransaction
+from engram_mcp.reference._sqlite_tx import SqliteTransaction
 
 try:
     import fcntl
@@ -173,6 +176,7 @@ DEFAULT_SYNCHRONOUS = "full"  # WAL + FULL: each commit is synced before the cal
 # try gives up at once if a reader is in the way, so other calls never wait behind a flush for long.
 FLUSH_RETRY_DELAYS = (0.0, 0.01, 0.03, 0.06, 0.1)
 ERASURE_RETRY_INTERVAL = 1.0  # seconds between background attempts to settle pending erasures
+T = TypeVar("T")
 
 
 def lock_path(path: Path) -> Path:
@@ -200,12 +204,16 @@ def _opening_lock(path: Path) -> Iterator[None]:
         os.close(fd)  # closing the descriptor releases the lock; the file stays, harmlessly
 
 
-class Store:
-    """A connection to the store file, shared by the server's threads under one lock.
+class SqliteStore:
+    """The ``MemoryStore`` port on one SQLite file, its connection shared by the server's threads under one lock.
 
     ``read_only`` opens the file for inspection (``verify``): no lock file, no
     migration, no background work, so it runs beside a serving process.
+    ``read``/``write`` hand out the raw connection, for SQLite-specific
+    inspection only; the engine goes through ``transaction`` and ``snapshot``.
     """
+
+    ranking = search_index.RANKING
 
     def __init__(
         self,
@@ -289,6 +297,32 @@ class Store:
             finally:
                 self._db.execute("COMMIT")
 
+    def transaction(self, work: Callable[[StoreTransaction], T]) -> T:
+        """One unit of work; SQLite's single writer means it never has to be re-run."""
+        with self.write() as db:
+            return work(SqliteTransaction(db))
+
+    @contextmanager
+    def snapshot(self) -> Iterator[StoreReader]:
+        with self.read() as db:
+            yield SqliteTransaction(db)
+
+    def key_legacy_digests(self, keyed: Callable[[str, Scope], str]) -> None:
+        """Key, once per store, the plain payload digests an older server left in erased or sealed rows."""
+        with self.write() as db:
+            if db.execute("SELECT 1 FROM meta WHERE key = 'stored_digests'").fetchone():
+                return
+            for table, erased in (("candidates", ""), ("records", " AND state = 'tombstoned'"), ("tombstones", "")):
+                rows = db.execute(
+                    f"SELECT rowid, tenant, workspace, payload_digest FROM {table} WHERE payload_digest NOT LIKE "
+                    f"'hmac-%'{erased}"
+                ).fetchall()
+                db.executemany(
+                    f"UPDATE OR IGNORE {table} SET payload_digest = ? WHERE rowid = ?",
+                    [(keyed(r["payload_digest"], Scope(r["tenant"], r["workspace"])), r["rowid"]) for r in rows],
+                )
+            db.execute("INSERT INTO meta VALUES ('stored_digests', 'hmac-sha256')")
+
     def flush_residues(self) -> bool:
         """Truncate the WAL, so no old page image of erased data is left in any store file.
 
@@ -321,10 +355,4 @@ class Store:
                     self._flusher.close()
 
 
-def optimize_fts(db: sqlite3.Connection, fts_table: str) -> None:
-    """FTS5 deletes only append delete markers; 'optimize' rewrites the index without the deleted rows."""
-    db.execute(f"INSERT INTO {fts_table} ({fts_table}) VALUES ('optimize')")
-
-
-def row_dict(row: sqlite3.Row | None) -> dict[str, Any] | None:
-    return dict(row) if row is not None else None
+Store = SqliteStore  # the name older callers and tests use

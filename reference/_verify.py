@@ -7,18 +7,17 @@ erasure made meanwhile answers `pending` and finishes once verify is done.
 
 from __future__ import annotations
 
-import json
-import sqlite3
 import stat
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engram_mcp.contract import ZERO_DIGEST, receipt_digest
 from engram_mcp.reference._audit import AuditJournal
 from engram_mcp.reference._config import ServerConfig
-from engram_mcp.reference._erasure import ErasureLedger, pending_lines
-from engram_mcp.reference._store import MIGRATIONS, Store, lock_path
+from engram_mcp.reference._erasure import pending_lines
+from engram_mcp.reference._journal import journal_problems
+from engram_mcp.reference._ports import MemoryStore
+from engram_mcp.reference._store import MIGRATIONS, SqliteStore, lock_path
 
 PRIVATE_DIRECTORY = 0o700
 PRIVATE_FILE = 0o600
@@ -41,35 +40,27 @@ def inspect_store(config: ServerConfig) -> Findings:
     if not config.store.exists():
         findings.problems.append("the store file does not exist")
         return findings
-    store = Store(config.store, read_only=True)
+    store = SqliteStore(config.store, read_only=True)
     try:
         with store.read() as db:
             if db.execute("PRAGMA integrity_check").fetchone()[0] != "ok":
                 findings.problems.append("sqlite integrity check failed")
-            if store.schema_version != len(MIGRATIONS):
+            current = store.schema_version == len(MIGRATIONS)
+            if not current:
                 findings.problems.append("the store schema is not at the current version")
-            findings.problems += _journal_problems(db)
-            if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'erasures'").fetchone():
-                findings.pending_erasures = list(pending_lines(ErasureLedger.outstanding_in(db)))
-        findings.problems += [f"audit chain broken at entry {seq}" for seq in AuditJournal(store).verify()]
+        if current:  # an older schema is reported as such; its chains are checked once it is migrated
+            findings.problems += chain_problems(store, findings)
     finally:
         store.close()
     return findings
 
 
-def _journal_problems(db: sqlite3.Connection) -> list[str]:
-    problems: list[str] = []
-    previous, expected_cursor = ZERO_DIGEST, 1
-    for row in db.execute("SELECT cursor, event, event_hash, previous_hash FROM journal ORDER BY cursor"):
-        body = json.loads(row["event"])
-        if row["cursor"] != expected_cursor:
-            problems.append(f"journal cursor gap before {row['cursor']}")
-        if row["previous_hash"] != previous or body.get("previous_event_hash") != previous:
-            problems.append(f"journal chain broken at cursor {row['cursor']}")
-        if receipt_digest("memory-journal-event", body, "event_hash") != row["event_hash"]:
-            problems.append(f"journal event {row['cursor']} does not match its hash")
-        previous, expected_cursor = row["event_hash"], row["cursor"] + 1
-    return problems
+def chain_problems(store: MemoryStore, findings: Findings) -> list[str]:
+    """Any store's journal and audit chains, and its outstanding erasures (into ``findings``)."""
+    with store.snapshot() as reader:
+        problems = journal_problems(reader)
+        findings.pending_erasures = list(pending_lines(reader.outstanding_erasures()))
+    return problems + [f"audit chain broken at entry {seq}" for seq in AuditJournal(store).verify()]
 
 
 def private_paths(config: ServerConfig) -> list[tuple[Path, int]]:

@@ -518,7 +518,7 @@ FAILURE_POINTS = [
     *(("engine.call", tool) for tool in CALLS),
     *(("engine.replay", tool) for tool in CALLS if CONTRACT.tools[tool].idempotent),  # reads have no replay
     ("audit.append", "engram_memory_search"),
-    ("audit.append", "engram_memory_capture"),
+    ("audit.append_in", "engram_memory_capture"),  # a mutation's audit row is written in its own unit of work
 ]
 
 

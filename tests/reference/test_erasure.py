@@ -336,6 +336,11 @@ def engine(tmp_path: Path) -> Iterator[Engine]:
     store.close()
 
 
+def sqlite_store(engine: Engine) -> Store:
+    assert isinstance(engine.store, Store)
+    return engine.store
+
+
 def call(engine: Engine, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
     outcome = engine.call(tool, binding(), arguments, NOW)
     assert outcome.code is None and outcome.value is not None, outcome.code
@@ -344,7 +349,7 @@ def call(engine: Engine, tool: str, arguments: dict[str, Any]) -> dict[str, Any]
 
 def test_a_pending_withdraw_settles_once_the_reader_goes(engine: Engine) -> None:
     cid = call(engine, "engram_memory_capture", capture_args())["candidate_id"]
-    store = engine.store
+    store = sqlite_store(engine)
     needles = sealed(store.path, cid)
     arguments = withdraw_args(cid)
     with snapshot_reader(store.path):
@@ -360,7 +365,7 @@ def test_a_pending_withdraw_settles_once_the_reader_goes(engine: Engine) -> None
 
 
 def test_erased_content_keeps_no_plain_payload_digest(engine: Engine) -> None:
-    store = engine.store
+    store = sqlite_store(engine)
     cid = call(engine, "engram_memory_capture", capture_args())["candidate_id"]
     call(engine, "engram_memory_withdraw", withdraw_args(cid))
     text = f"Forgettable plan {marker()}."

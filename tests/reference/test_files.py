@@ -112,7 +112,7 @@ def test_the_sync_level_is_configurable_and_checked(make_reference_dir: Any) -> 
     config = load_config(ref.config)
     server = ReferenceServer(config)
     try:
-        assert server.store.synchronous == "normal"
+        assert isinstance(server.store, Store) and server.store.synchronous == "normal"
     finally:
         server.close()
     ref.edit(lambda data: data["server"].update(synchronous="off"))

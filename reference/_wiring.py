@@ -1,0 +1,35 @@
+"""One factory builds the server's ports from its configuration.
+
+``[store] url`` absent (or ``sqlite:``) keeps the embedded SQLite file named by
+``[server] store``; ``postgresql://…`` opens the shared PostgreSQL store, imported
+only then, so an SQLite deployment never needs psycopg.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engram_mcp.reference._config import ServerConfig
+from engram_mcp.reference._crypto import AesGcmCipher
+from engram_mcp.reference._ports import Cipher, MemoryStore
+from engram_mcp.reference._store import SqliteStore
+
+
+@dataclass(frozen=True)
+class ServerPorts:
+    """What a ``ReferenceServer`` is built on; a host may pass its own implementations."""
+
+    store: MemoryStore
+    cipher: Cipher
+
+
+def open_store(config: ServerConfig) -> MemoryStore:
+    if config.store_url is None:
+        return SqliteStore(config.store, synchronous=config.synchronous)
+    from engram_mcp.reference._postgres import PostgresStore  # lazily: only PostgreSQL deployments need psycopg
+
+    return PostgresStore(config.store_url)
+
+
+def build_ports(config: ServerConfig) -> ServerPorts:
+    return ServerPorts(store=open_store(config), cipher=AesGcmCipher(config.kek))
