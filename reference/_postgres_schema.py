@@ -10,7 +10,7 @@ records, tombstones, reservations, erasures, journal) has ``tenant`` first in
 its primary key and in its indexes, and every query on them filters on
 ``tenant =``: with Citus, ``SELECT create_distributed_table(t, 'tenant')`` for
 each of them (co-located by default) routes each such query to one worker, and
-``meta``, ``schema_versions`` and ``audit_checkpoints`` become reference tables.
+``schema_versions`` and ``audit_checkpoints`` become reference tables.
 Two things are store-wide in this version, as the store port defines them: the
 lifecycle journal is one hash chain with one cursor sequence (``journal_order``)
 and the audit chains share one ``seq``. A distributed deployment needs them per
@@ -25,8 +25,6 @@ from typing import Any
 
 MIGRATIONS: tuple[str, ...] = (
     """
-    CREATE TABLE meta (key text PRIMARY KEY, value text NOT NULL);
-
     -- Lifecycle journal: ids, states and digests only, never content.
     CREATE TABLE journal (
         tenant text NOT NULL,

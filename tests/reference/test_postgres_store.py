@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
+import psycopg
 import pytest
 
 from engram_mcp.contract import ZERO_DIGEST
@@ -24,11 +25,9 @@ from engram_mcp.reference._ports import (
     Sealed,
     StoreTransaction,
 )
+from engram_mcp.reference._postgres import PostgresStore
+from engram_mcp.reference._postgres_queries import SEARCH_SQL, search_parameters
 from tests.postgres_support import fresh_postgres_url, postgres_url
-
-psycopg = pytest.importorskip("psycopg")
-from engram_mcp.reference._postgres import PostgresStore  # noqa: E402  (after the skip: psycopg may be missing)
-from engram_mcp.reference._postgres_queries import SEARCH_SQL, search_parameters  # noqa: E402
 
 __all__ = ["fresh_postgres_url", "postgres_url"]  # the fixtures, imported for pytest to find
 
