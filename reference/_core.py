@@ -20,7 +20,7 @@ from engram_mcp.contract.validation import instant
 from engram_mcp.reference import _search as search_index
 from engram_mcp.reference._crypto import DigestKeyer, derive_key
 from engram_mcp.reference._envelope import Outcome, Refusal
-from engram_mcp.reference._journal import reserved, scope_of
+from engram_mcp.reference._journal import scope_of
 from engram_mcp.reference._lifecycle import AUDIT_IN_TRANSACTION, Lifecycle, ScopePolicy, purge_horizon
 from engram_mcp.reference._periodic import Periodic
 from engram_mcp.reference._ports import Cipher, MemoryStore, Scope, StoreTransaction
@@ -112,7 +112,7 @@ class Engine:
         """A completed mutation's replay, or its conflict, before any gate is asked again."""
         with self.store.snapshot() as reader:
             try:
-                value = reserved(reader, tool, caller, arguments)
+                value = self.lifecycle.replay_of(reader, tool, caller, arguments)
             except Refusal as refusal:
                 return Outcome(code=refusal.code)
         return Outcome(value=value) if value is not None else None

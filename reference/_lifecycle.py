@@ -45,6 +45,7 @@ from engram_mcp.reference._ports import (
     NewCandidate,
     Scope,
     StoredCandidate,
+    StoreReader,
     StoreTransaction,
 )
 from engram_mcp.reference._quotas import ResourceLimits, over
@@ -103,7 +104,7 @@ class Lifecycle:
         """Replay or apply ``change`` under the caller's idempotency key, in one unit of work with its audit row."""
 
         def unit(tx: StoreTransaction) -> tuple[dict[str, Any], int | None]:
-            replay = reserved(tx, tool, caller, args)
+            replay = self.replay_of(tx, tool, caller, args)
             if replay is not None:
                 outcome: tuple[dict[str, Any], int | None] = (replay, None)
             else:
@@ -116,7 +117,13 @@ class Lifecycle:
 
         return self.store.transaction(unit)
 
-    def candidate(self, reader: StoreTransaction, caller: Binding, cid: str) -> StoredCandidate:
+    def replay_of(
+        self, reader: StoreReader, tool: str, caller: Binding, args: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """The seam every idempotency check goes through: the key's replay, None when free, else DIGEST_CONFLICT."""
+        return reserved(reader, tool, caller, args)
+
+    def candidate(self, reader: StoreReader, caller: Binding, cid: str) -> StoredCandidate:
         """The candidate, if the caller may act on it; NOT_FOUND through one path otherwise."""
         found = reader.candidate(scope_of(caller), cid)
         visible = found is not None and (

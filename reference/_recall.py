@@ -183,7 +183,7 @@ class Recall:
 
         def entry(at: int) -> dict[str, Any]:
             return {
-                **self.packet(self._ranked_record(reader, caller, rowids[at])),
+                **self.packet(self.ranked_record(reader, caller, rowids[at])),
                 "score": search_index.fused_score(at + 1),
                 "rank": at + 1,
             }
@@ -230,8 +230,8 @@ class Recall:
         value["response_digest"] = profile_digest("search-response", value)
         return value
 
-    @staticmethod
-    def _ranked_record(reader: StoreReader, caller: Binding, rid: str) -> StoredRecord:
+    def ranked_record(self, reader: StoreReader, caller: Binding, rid: str) -> StoredRecord:
+        """A ranked id's record, read in the snapshot that ranked it."""
         found = reader.record(scope_of(caller), rid)
         assert found is not None  # ranked in this same snapshot
         return found

@@ -66,12 +66,13 @@ from engram_mcp.contract.binding import (
 from engram_mcp.reference import _search as search_index
 from engram_mcp.reference import _server as reference_server
 from engram_mcp.reference._config import load_config
-from engram_mcp.reference._core import _as_replay, _intent, scope_of
 from engram_mcp.reference._envelope import Outcome, Refusal, tool_result
+from engram_mcp.reference._journal import as_replay, intent, scope_of
 from engram_mcp.reference._policy import AcceptAll, SecretScan
 from engram_mcp.reference._ports import Scope, Sealed
 from engram_mcp.reference._serve import run_stdio
 from engram_mcp.reference._server import _UNTRUSTED, ReferenceServer, _protocol_error
+from engram_mcp.reference._store import SqliteStore
 
 CONTRACT = load()
 SEARCH, GET, CAPTURE = "engram_memory_search", "engram_memory_get", "engram_memory_capture"
@@ -269,6 +270,12 @@ def _error_rewrite(
     server.rewrites.append(rewrite)
 
 
+def _sqlite(server: FaultyServer) -> SqliteStore:
+    """The faulty catalog runs on the embedded store; its raw SQL reaches past the port on purpose."""
+    assert isinstance(server.store, SqliteStore)
+    return server.store
+
+
 def _exists_elsewhere(server: FaultyServer, ctx: ServerRequestContext, tool: str, arguments: Any) -> bool:
     """Whether the call's target id exists in a scope other than the bound one."""
     binding = server._trusted_binding(ctx)
@@ -277,7 +284,7 @@ def _exists_elsewhere(server: FaultyServer, ctx: ServerRequestContext, tool: str
     if binding is None or not isinstance(ident, str):
         return False
     table, column = ("records", "record_id") if name == "record_id" else ("candidates", "candidate_id")
-    with server.store.read() as db:
+    with _sqlite(server).read() as db:
         return db.execute(
             f"SELECT 1 FROM {table} WHERE {column} = ? AND NOT (tenant = ? AND workspace = ?) LIMIT 1",
             (ident, binding.tenant, binding.workspace),
@@ -376,30 +383,32 @@ def not_found_tells_scope(server: FaultyServer) -> None:
 def not_found_slower_elsewhere(server: FaultyServer) -> None:
     """NOT_FOUND takes 25 ms longer when the id exists in another scope (a second lookup before refusing)."""
     engine = server.engine
-    visible, candidate = engine._visible_record, engine._candidate
+    visible, candidate = engine.recall.visible_record, engine.lifecycle.candidate
 
-    def elsewhere(db: Any, caller: Any, table: str, column: str, ident: str) -> None:
-        found = db.execute(f"SELECT 1 FROM {table} WHERE {column} = ? AND NOT (tenant = ? AND workspace = ?) LIMIT 1",
-                           (ident, caller.tenant, caller.workspace)).fetchone()
+    def elsewhere(reader: Any, caller: Any, table: str, column: str, ident: str) -> None:
+        found = reader.sql.execute(
+            f"SELECT 1 FROM {table} WHERE {column} = ? AND NOT (tenant = ? AND workspace = ?) LIMIT 1",
+            (ident, caller.tenant, caller.workspace),
+        ).fetchone()
         if found is not None:
             time.sleep(0.025)
 
-    def slow_record(db: Any, caller: Any, rid: str, now: Any) -> Any:
+    def slow_record(reader: Any, caller: Any, rid: str, now: Any) -> Any:
         try:
-            return visible(db, caller, rid, now)
+            return visible(reader, caller, rid, now)
         except Refusal:
-            elsewhere(db, caller, "records", "record_id", rid)
+            elsewhere(reader, caller, "records", "record_id", rid)
             raise
 
-    def slow_candidate(db: Any, caller: Any, cid: str) -> Any:
+    def slow_candidate(reader: Any, caller: Any, cid: str) -> Any:
         try:
-            return candidate(db, caller, cid)
+            return candidate(reader, caller, cid)
         except Refusal:
-            elsewhere(db, caller, "candidates", "candidate_id", cid)
+            elsewhere(reader, caller, "candidates", "candidate_id", cid)
             raise
 
-    engine._visible_record = slow_record  # type: ignore[method-assign]
-    engine._candidate = slow_candidate  # type: ignore[method-assign]
+    engine.recall.visible_record = slow_record  # type: ignore[method-assign]
+    engine.lifecycle.candidate = slow_candidate  # type: ignore[method-assign]
 
 
 # -- the envelope --------------------------------------------------------------------------------------------
@@ -453,7 +462,7 @@ def not_found_echoes_id(server: FaultyServer) -> None:
 def exception_text_leaks(server: FaultyServer) -> None:
     """A page cursor that does not open raises in the engine, and the exception text becomes the STALE_PAGE message."""
     engine = server.engine
-    opener = engine.cursors.open
+    opener = engine.recall.cursors.open
     call = engine.call
     guarded = server._guarded_call
 
@@ -463,9 +472,9 @@ def exception_text_leaks(server: FaultyServer) -> None:
             raise ValueError(f"page_cursor {token!r} could not be decoded: bad padding or signature")
         return pinned
 
-    def leaky_call(tool: str, caller: Any, arguments: dict[str, Any], now: Any) -> Outcome:
+    def leaky_call(tool: str, caller: Any, arguments: dict[str, Any], now: Any, audit: Any = None) -> Outcome:
         try:
-            return call(tool, caller, arguments, now)
+            return call(tool, caller, arguments, now, audit)
         except ValueError as exc:
             return LeakedOutcome(code="STALE_PAGE", detail=str(exc))
 
@@ -479,7 +488,7 @@ def exception_text_leaks(server: FaultyServer) -> None:
         if envelope.get("auditId") in server.leaks:
             error["message"] = server.leaks.pop(envelope["auditId"])
 
-    engine.cursors.open = strict_open  # type: ignore[method-assign]
+    engine.recall.cursors.open = strict_open  # type: ignore[method-assign]
     engine.call = leaky_call  # type: ignore[method-assign]
     server._guarded_call = remember  # type: ignore[method-assign]
     _error_rewrite(server, change)
@@ -505,7 +514,7 @@ def audit_id_per_session(server: FaultyServer) -> None:
 def capture_replay_new_candidate(server: FaultyServer) -> None:
     """A repeated capture under the same key and content is stored again as a new candidate."""
     engine = server.engine
-    reserved = engine._reserved
+    reserved = engine.lifecycle.replay_of
 
     def no_capture_replay(db: Any, tool: str, caller: Any, arguments: dict[str, Any]) -> Any:
         value = reserved(db, tool, caller, arguments)
@@ -513,15 +522,15 @@ def capture_replay_new_candidate(server: FaultyServer) -> None:
 
     def make(capture: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
         def recapture(caller: Any, args: dict[str, Any], now: Any) -> dict[str, Any]:
-            with engine.store.read() as db:
-                seen = reserved(db, CAPTURE, caller, args) is not None
+            with engine.store.snapshot() as reader:
+                seen = reserved(reader, CAPTURE, caller, args) is not None
             if seen:  # the key is taken, so the store derives a fresh one
                 args = {**args, "idempotency_key": f"{args['idempotency_key']}#{secrets.token_hex(4)}"}
             return capture(caller, args, now)
 
         return recapture
 
-    engine._reserved = no_capture_replay  # type: ignore[method-assign]
+    engine.lifecycle.replay_of = no_capture_replay  # type: ignore[method-assign,assignment]
     _wrap_operation(server, CAPTURE, make)
 
 
@@ -530,7 +539,7 @@ def capture_replay_new_candidate(server: FaultyServer) -> None:
 def reused_key_other_content_replays(server: FaultyServer) -> None:
     """A key reused for other content, target or tool replays the first result instead of DIGEST_CONFLICT."""
     engine = server.engine
-    reserved = engine._reserved
+    reserved = engine.lifecycle.replay_of
 
     def key_only(db: Any, tool: str, caller: Any, arguments: dict[str, Any]) -> Any:
         try:
@@ -538,12 +547,10 @@ def reused_key_other_content_replays(server: FaultyServer) -> None:
         except Refusal as refusal:
             if refusal.code != "DIGEST_CONFLICT":
                 raise
-        row = db.execute("SELECT value FROM reservations WHERE tenant = ? AND workspace = ? AND principal = ? "
-                         "AND idempotency_key = ?", (caller.tenant, caller.workspace, caller.principal,
-                                                     arguments["idempotency_key"])).fetchone()
-        return _as_replay(tool, json.loads(row["value"]))
+        found = db.reservation(scope_of(caller), caller.principal, arguments["idempotency_key"])
+        return as_replay(tool, found.value)
 
-    engine._reserved = key_only  # type: ignore[method-assign]
+    engine.lifecycle.replay_of = key_only  # type: ignore[method-assign,assignment]
 
 
 @variant("keys-shared-by-principals", breaks=["EMC-IDEM-004", "EMC-HP-048"],
@@ -553,29 +560,29 @@ def keys_shared_by_principals(server: FaultyServer) -> None:
     engine = server.engine
 
     def per_scope(db: Any, tool: str, caller: Any, arguments: dict[str, Any]) -> Any:
-        row = db.execute("SELECT intent, value FROM reservations WHERE tenant = ? AND workspace = ? "
+        row = db.sql.execute("SELECT intent, value FROM reservations WHERE tenant = ? AND workspace = ? "
                          "AND idempotency_key = ? ORDER BY rowid LIMIT 1",
                          (caller.tenant, caller.workspace, arguments["idempotency_key"])).fetchone()
         if row is None:
             return None
-        if row["intent"] != _intent(tool, arguments, caller):
+        if row["intent"] != intent(tool, arguments, caller):
             raise Refusal("DIGEST_CONFLICT")
-        return _as_replay(tool, json.loads(row["value"]))
+        return as_replay(tool, json.loads(row["value"]))
 
-    engine._reserved = per_scope  # type: ignore[method-assign]
+    engine.lifecycle.replay_of = per_scope  # type: ignore[method-assign,assignment]
 
 
 @variant("replay-not-marked", breaks=["EMC-IDEM-006"], caught_by=["idempotency.mutation-replay"], era="legacy")
 def replay_not_marked(server: FaultyServer) -> None:
     """A replayed admission, withdraw or forget returns the stored result verbatim, replayed still false."""
     engine = server.engine
-    reserved = engine._reserved
+    reserved = engine.lifecycle.replay_of
 
     def verbatim(db: Any, tool: str, caller: Any, arguments: dict[str, Any]) -> Any:
         value = reserved(db, tool, caller, arguments)
         return {**value, "replayed": False} if isinstance(value, dict) and "replayed" in value else value
 
-    engine._reserved = verbatim  # type: ignore[method-assign]
+    engine.lifecycle.replay_of = verbatim  # type: ignore[method-assign,assignment]
 
 
 # -- confirmation gates ---------------------------------------------------------------------------------------
@@ -852,7 +859,7 @@ def pending_visible_in_search(server: FaultyServer) -> None:
                 return value
             wanted = set(search_index.query_tokens(args["query"]))
             scope = scope_of(caller)
-            with engine.store.read() as db:
+            with _sqlite(server).read() as db:
                 rows = db.execute("SELECT * FROM candidates WHERE tenant = ? AND workspace = ? AND state = 'pending' "
                                   "ORDER BY created_cursor", (caller.tenant, caller.workspace)).fetchall()
             records = list(value["records"])
@@ -863,7 +870,7 @@ def pending_visible_in_search(server: FaultyServer) -> None:
                 words = set(search_index.query_tokens(" ".join(search_index.field_texts(record))))
                 if wanted & words:
                     rank = len(records) + 1
-                    records.append({**engine._packet({"body": json.dumps(record)}),  # type: ignore[arg-type]  # reads row["body"] only
+                    records.append({**engine.recall.packet_of(record),
                                     "score": search_index.fused_score(rank), "rank": rank})
             if len(records) == len(value["records"]):
                 return value
@@ -937,12 +944,11 @@ def forget_search_keeps_serving(server: FaultyServer) -> None:
          caught_by=["lifecycle.forgotten-content-adjudicated"], era="modern")
 def forget_keeps_no_tombstone(server: FaultyServer) -> None:
     """Forget drops the tombstone digest, so re-captured forgotten content is accepted silently."""
-    engine = server.engine
 
     def make(forget: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
         def forgetful(caller: Any, args: dict[str, Any], now: Any) -> dict[str, Any]:
             value = forget(caller, args, now)
-            with engine.store.write() as db:
+            with _sqlite(server).write() as db:
                 db.execute("DELETE FROM tombstones WHERE tenant = ? AND workspace = ? AND payload_digest IN "
                            "(SELECT payload_digest FROM records WHERE tenant = ? AND workspace = ? AND record_id = ?)",
                            (caller.tenant, caller.workspace, caller.tenant, caller.workspace, args["record_id"]))
@@ -956,7 +962,6 @@ def forget_keeps_no_tombstone(server: FaultyServer) -> None:
 @variant("withdraw-accepted-allowed", breaks=["EMC-LIFE-006"], caught_by=["lifecycle.withdraw-accepted"], era="legacy")
 def withdraw_accepted_allowed(server: FaultyServer) -> None:
     """Withdraw of an accepted candidate succeeds instead of ILLEGAL_TRANSITION."""
-    engine = server.engine
 
     def make(withdraw: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
         def lenient(caller: Any, args: dict[str, Any], now: Any) -> dict[str, Any]:
@@ -965,7 +970,7 @@ def withdraw_accepted_allowed(server: FaultyServer) -> None:
             except Refusal as refusal:
                 if refusal.code != "ILLEGAL_TRANSITION":
                     raise
-            with engine.store.write() as db:
+            with _sqlite(server).write() as db:
                 db.execute(
                     "UPDATE candidates SET state = 'pending' WHERE tenant = ? AND workspace = ? AND candidate_id = ?",
                     (caller.tenant, caller.workspace, args["candidate_id"]),
@@ -980,15 +985,20 @@ def withdraw_accepted_allowed(server: FaultyServer) -> None:
 @variant("search-crosses-scopes", breaks=["EMC-HOST-005"], caught_by=["lifecycle.tenant-isolation"], era="modern")
 def search_crosses_scopes(server: FaultyServer) -> None:
     """Search ranks the records of every scope in the store, not only the bound one."""
-    engine = server.engine
-    ranked = engine._ranked
+    recall = server.engine.recall
+    ranked = recall.ranked
 
-    def everywhere(db: Any, scope: Scope, query: str, valid_as_of: int) -> list[Any]:
-        scopes = [scope] + [Scope(r["tenant"], r["workspace"]) for r in db.execute(
+    def everywhere(reader: Any, scope: Scope, query: str, valid_as_of: int) -> list[str]:
+        scopes = [scope] + [Scope(r["tenant"], r["workspace"]) for r in reader.sql.execute(
             "SELECT DISTINCT tenant, workspace FROM records") if Scope(r["tenant"], r["workspace"]) != scope]
-        return [row for s in scopes for row in ranked(db, s, query, valid_as_of)]
+        return [rid for s in scopes for rid in ranked(reader, s, query, valid_as_of)]
 
-    engine._ranked = everywhere  # type: ignore[method-assign]
+    def in_any_scope(reader: Any, caller: Any, rid: str) -> Any:
+        row = reader.sql.execute("SELECT tenant, workspace FROM records WHERE record_id = ?", (rid,)).fetchone()
+        return reader.record(Scope(row["tenant"], row["workspace"]), rid)
+
+    recall.ranked = everywhere  # type: ignore[method-assign]
+    recall.ranked_record = in_any_scope  # type: ignore[method-assign]
 
 
 @variant("secret-scan-off", breaks=["EMC-SEC-002"], caught_by=["secrets.never-admitted"], era="legacy", expect="WARN")
@@ -1041,7 +1051,7 @@ def bad_cursor_restarts(server: FaultyServer) -> None:
 
     def make(search: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
         def restart(caller: Any, args: dict[str, Any], now: Any) -> dict[str, Any]:
-            if "page_cursor" in args and engine.cursors.open(args["page_cursor"]) is None:
+            if "page_cursor" in args and engine.recall.cursors.open(args["page_cursor"]) is None:
                 args = {k: v for k, v in args.items() if k != "page_cursor"}
             return search(caller, args, now)
 
