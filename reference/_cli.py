@@ -23,7 +23,7 @@ def _parser() -> argparse.ArgumentParser:
     init = commands.add_parser("init", help="write server.toml, conformance-profile.toml and keys into DIR")
     init.add_argument("directory", type=Path)
     init.add_argument("--force", action="store_true", help="overwrite an existing configuration")
-    init.add_argument("--store", metavar="URL", help="keep memory in PostgreSQL at this postgresql:// URL")
+    init.add_argument("--store", metavar="URL", help="[store] url: postgresql://… for a shared PostgreSQL store")
     serve = commands.add_parser("serve", help="serve over stdio, or streamable HTTP with --http")
     serve.add_argument("--config", type=Path, required=True)
     serve.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP on this address")

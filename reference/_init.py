@@ -21,7 +21,7 @@ from engram_mcp.contract.binding import (
     private_key_pem,
     public_key_pem,
 )
-from engram_mcp.reference._config import confirmation_toml_lines, transport_toml_lines
+from engram_mcp.reference._config import STORE_SCHEMES, confirmation_toml_lines, transport_toml_lines
 from engram_mcp.reference._crypto import write_kek
 from engram_mcp.reference._quotas import toml_lines as quota_toml_lines
 
@@ -87,18 +87,15 @@ def _write(path: Path, data: bytes | str) -> Path:
     return path
 
 
-POSTGRES_SCHEMES = ("postgresql://", "postgres://")
-
-
 def store_toml_lines(url: str | None) -> list[str]:
-    """The [store] table: none for the embedded SQLite store (the default), else the PostgreSQL URL."""
+    """The [store] table: none for the embedded SQLite store (the default), else the URL given."""
     if url is None:
         return []
-    if not url.startswith(POSTGRES_SCHEMES):
-        raise ValueError("--store takes a postgresql:// URL")
+    if not url.startswith(STORE_SCHEMES):
+        raise ValueError(f"--store takes a URL starting with {', '.join(STORE_SCHEMES)}")
     return [
-        "# The shared store: every server process given this URL serves the same memory (see the README,",
-        "# PostgreSQL). Without this table the server keeps its own SQLite file (server.store).",
+        "# Where memory is kept: postgresql://… is a store every server process given this URL shares (see",
+        "# the README, PostgreSQL); sqlite: or no [store] table, the SQLite file named by server.store.",
         "[store]",
         f"url = {_toml(url)}",
         "",

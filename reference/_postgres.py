@@ -1,7 +1,8 @@
 """PostgresStore: the store port on PostgreSQL, shared by any number of server processes.
 
 Selected by ``[store] url = "postgresql://…"`` in server.toml and imported only
-then, so a SQLite deployment never loads psycopg.
+then, so a SQLite deployment never loads psycopg. ``read_only`` (for verify)
+neither migrates nor writes, and starts no background work.
 
 Exactly once across processes. Every unit of work runs SERIALIZABLE; a
 serialization failure, a deadlock or a unique violation met by a concurrent
@@ -37,10 +38,11 @@ from psycopg import errors
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from engram_mcp.reference._config import ConfigError
 from engram_mcp.reference._erasure import ErasureLedger
 from engram_mcp.reference._ports import RankingProfile, StoreReader, StoreTransaction
 from engram_mcp.reference._postgres_queries import RANKING, PostgresReader, PostgresTransaction
-from engram_mcp.reference._postgres_schema import migrate, scalar
+from engram_mcp.reference._postgres_schema import MIGRATIONS, migrate, scalar, schema_version
 
 T = TypeVar("T")
 log = logging.getLogger("engram_mcp.reference")
@@ -56,8 +58,8 @@ FLUSH_LOCK_TIMEOUT = "500ms"  # VACUUM gives up (pending, retried later) rather 
 _MISSED = "not removed due to cleanup lock contention"  # VACUUM VERBOSE's report of dead tuples it had to leave
 
 
-class StoreUnavailable(RuntimeError):
-    """The database cannot be reached; the message holds no URL and no password."""
+class StoreUnavailable(ConfigError):
+    """The configured database cannot be reached; the message holds no URL and no password."""
 
 
 class PostgresStore:
@@ -75,17 +77,19 @@ class PostgresStore:
         flush_retry_delays: tuple[float, ...] = FLUSH_RETRY_DELAYS,
         erasure_retry_interval: float = ERASURE_RETRY_INTERVAL,
         background: bool = True,
+        read_only: bool = False,
     ) -> None:
         self._url = url
+        self.read_only = read_only
         self._flush_lock = threading.Lock()
         self._flush_retry_delays = flush_retry_delays
         self._pool = ConnectionPool(
             url, min_size=min_connections, max_size=max_connections, open=False, name="engram-store",
-            kwargs={"autocommit": True, "row_factory": dict_row},
+            kwargs={"autocommit": True, "row_factory": dict_row}, configure=self._configure,
         )
         try:
             with psycopg.connect(url, autocommit=True, connect_timeout=int(connect_timeout)) as conn:
-                self.schema_version = migrate(conn)
+                self.schema_version = schema_version(conn) if read_only else migrate(conn)
                 self._sees_all_snapshots = bool(scalar(
                     conn, "SELECT pg_has_role(current_user, 'pg_read_all_stats', 'USAGE')::int"
                 ))
@@ -94,8 +98,16 @@ class PostgresStore:
             self._pool.close()
             raise StoreUnavailable("the PostgreSQL store cannot be reached") from None
         self.erasures = ErasureLedger(self, retry_interval=erasure_retry_interval)
-        if background:
+        if background and not read_only:
             self.erasures.start()
+
+    @property
+    def current(self) -> bool:
+        """Whether the schema is at this server's version (a read-only store is never migrated)."""
+        return self.schema_version == len(MIGRATIONS)
+
+    def _configure(self, conn: psycopg.Connection[Any]) -> None:
+        conn.read_only = self.read_only  # for verify: every transaction of the pool begins READ ONLY
 
     # -- units of work -------------------------------------------------------------------------------------
 

@@ -168,3 +168,10 @@ def migrate(conn: Any) -> int:
 def scalar(conn: Any, sql: str) -> int:
     row = conn.execute(sql).fetchone()
     return int(row[0])
+
+
+def schema_version(conn: Any) -> int:
+    """The version a schema is at, without changing it (0 when this server never migrated it)."""
+    if conn.execute("SELECT to_regclass('schema_versions') IS NULL").fetchone()[0]:
+        return 0
+    return scalar(conn, "SELECT COALESCE(MAX(version), 0) FROM schema_versions")
