@@ -31,6 +31,7 @@ from engram_mcp.reference._policy import AcceptAll
 from engram_mcp.reference._ports import MemoryStore, Reservation, Scope, StoreTransaction
 from engram_mcp.reference._sqlite_tx import SqliteTransaction
 from engram_mcp.reference._store import SqliteStore
+from tests.postgres_support import fresh_postgres_url, postgres_url  # noqa: F401  (the PostgreSQL site's fixtures)
 
 T = TypeVar("T")
 SCOPE, OTHER = Scope("tenant-a", "workspace-1"), Scope("tenant-b", "workspace-1")
@@ -55,9 +56,18 @@ def sqlite_site(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], 
     return lambda: SqliteStore(path, erasure_retry_interval=3600)
 
 
+def postgres_site(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], MemoryStore]:
+    """A fresh schema (skipped with the reason when PostgreSQL does not answer); each handle is its own pool."""
+    from engram_mcp.reference._postgres import PostgresStore
+
+    url = request.getfixturevalue("fresh_postgres_url")
+    return lambda: PostgresStore(url, erasure_retry_interval=3600)
+
+
 # Each entry: a name and a function of (request, tmp_path) giving a handle opener on a fresh, empty store.
 STORE_SITES: dict[str, Callable[[pytest.FixtureRequest, Path], Callable[[], MemoryStore]]] = {
     "sqlite": sqlite_site,
+    "postgresql": postgres_site,
 }
 
 
