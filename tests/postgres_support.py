@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import Iterator
+from contextlib import contextmanager
 from urllib.parse import quote
 
 import pytest
@@ -43,12 +44,12 @@ def in_schema(url: str, schema: str) -> str:
     return f"{url}{'&' if '?' in url else '?'}options={quote(f'-csearch_path={schema}', safe='')}"
 
 
-@pytest.fixture(scope="session")
-def postgres_url() -> Iterator[str]:
-    """A URL whose connections work in a fresh, empty schema; the schema is dropped after the session."""
+@contextmanager
+def fresh_schema(url: str) -> Iterator[str]:
+    """A new, empty schema on the server at ``url`` (skipped with the reason when it does not answer): the URL
+    reaching it; the schema is dropped when the block ends."""
     import psycopg
 
-    url = server_url()
     reason = unavailable(url)
     if reason is not None:
         pytest.skip(reason)
@@ -62,18 +63,15 @@ def postgres_url() -> Iterator[str]:
             conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
-@pytest.fixture
-def fresh_postgres_url(postgres_url: str) -> Iterator[str]:
-    """A schema of its own for one test (the session's server), dropped after it: for tests that need an empty
-    store."""
-    import psycopg
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A URL whose connections work in a fresh schema for the whole test session."""
+    with fresh_schema(server_url()) as url:
+        yield url
 
-    url = server_url()
-    schema = f"engram_test_{secrets.token_hex(6)}"
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    try:
-        yield in_schema(url, schema)
-    finally:
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+@pytest.fixture
+def fresh_postgres_url() -> Iterator[str]:
+    """A schema of its own for one test, for tests that need an empty store."""
+    with fresh_schema(server_url()) as url:
+        yield url

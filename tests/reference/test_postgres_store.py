@@ -1,47 +1,39 @@
-"""PostgresStore against a real PostgreSQL: exactly once across replicas, scope isolation, the index, erasure.
+"""PostgresStore against a real PostgreSQL: what the store-contract tests do not cover.
 
-Each test that races works with two stores, two pools on one schema, as two
-server replicas would, and shows its check failing against a deliberately
-broken store (``ReadCommittedStore``: no SERIALIZABLE, no retry), so a pass
-means something. Skipped with the reason when PostgreSQL does not answer
-(CI fails first instead: .ci/run probes it).
+The port's promises (exactly once under a race from two handles, single-use
+confirmation ids, journal order, scope isolation) are checked on PostgresStore
+by tests/reference/test_store_contract.py; here, that its race check catches a
+PostgreSQL store without SERIALIZABLE retries, that search is served by the
+GIN index, that an erasure is complete only once no snapshot can read the old
+row, and that replicas starting together migrate once. Skipped with the reason
+when PostgreSQL does not answer (CI fails first instead: .ci/run probes it).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import psycopg
 import pytest
 
-from engram_mcp.contract import ZERO_DIGEST
-from engram_mcp.reference._ports import (
-    JournalEntry,
-    NewCandidate,
-    Reservation,
-    Scope,
-    Sealed,
-    StoreTransaction,
-)
+from engram_mcp.reference._ports import Scope, StoreTransaction
 from engram_mcp.reference._postgres import PostgresStore
-from engram_mcp.reference._postgres_queries import SEARCH_SQL, search_parameters
+from engram_mcp.reference._postgres_queries import SEARCH_SQL, PostgresTransaction, search_parameters
 from tests.postgres_support import fresh_postgres_url, postgres_url
+from tests.reference.test_store_contract import assert_reserved_once
 
 __all__ = ["fresh_postgres_url", "postgres_url"]  # the fixtures, imported for pytest to find
 
 T = TypeVar("T")
 SCOPE, OTHER = Scope("acme", "research"), Scope("globex", "research")
-RACERS_PER_STORE = 4
 
 
 class ReadCommittedStore(PostgresStore):
     """A broken variant: each unit of work at READ COMMITTED, run once; lost races go unnoticed."""
 
     def transaction(self, work: Callable[[StoreTransaction], T]) -> T:
-        from engram_mcp.reference._postgres_queries import PostgresTransaction
-
         with self._pool.connection() as conn, conn.transaction():
             return work(PostgresTransaction(conn))
 
@@ -54,93 +46,16 @@ def stores(fresh_postgres_url: str) -> Iterator[list[PostgresStore]]:
         store.close()
 
 
-def race(stores: Sequence[PostgresStore], work: Callable[[StoreTransaction], T]) -> list[T | BaseException]:
-    """Run ``work`` from several threads per store at once (a barrier lines them up); each result or error."""
-    results: list[T | BaseException] = []
-    lock = threading.Lock()
-    racers = [store for store in stores for _ in range(RACERS_PER_STORE)]
-    barrier = threading.Barrier(len(racers))
-
-    def run(store: PostgresStore) -> None:
-        barrier.wait()
-        try:
-            outcome: T | BaseException = store.transaction(work)
-        except Exception as problem:  # a lost race that surfaced instead of replaying
-            outcome = problem
-        with lock:
-            results.append(outcome)
-
-    threads = [threading.Thread(target=run, args=(store,)) for store in racers]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    return results
-
-
-def capture_like(key: str) -> Callable[[StoreTransaction], str]:
-    """What the engine's capture does with the store: replay a reservation, or append, store and reserve."""
-
-    def work(tx: StoreTransaction) -> str:
-        if tx.reservation(SCOPE, "agent", key) is not None:
-            return "replayed"
-        cursor, previous = tx.journal_head()
-        tx.journal_append(JournalEntry(cursor + 1, SCOPE, {"operation": "capture", "key": key},
-                                       f"sha256:{cursor + 1:064x}", previous))
-        tx.store_candidate(NewCandidate(f"cand-{key}-{cursor + 1}", SCOPE, "agent", f"rec-{cursor + 1}", "d",
-                                        cursor + 1, Sealed(b"sealed", b"key"), 0))
-        tx.reserve(SCOPE, "agent", key, Reservation("intent", {"cursor": cursor + 1}))
-        return "effect"
-
-    return work
-
-
-def effects(store: PostgresStore) -> int:
-    with store.snapshot() as reader:
-        return sum(1 for entry in reader.journal() if entry.event.get("operation") == "capture")
-
-
-def test_one_idempotency_key_raced_across_two_replicas_has_exactly_one_effect(stores: list[PostgresStore]) -> None:
-    results = race(stores, capture_like("raced-key"))
-    assert sorted(map(str, results)) == ["effect"] + ["replayed"] * (len(results) - 1)
-    assert effects(stores[1]) == 1
-    with stores[0].snapshot() as reader:
-        entries = list(reader.journal())
-    assert [e.cursor for e in entries] == list(range(1, len(entries) + 1))
-    assert entries[0].previous_hash == ZERO_DIGEST
-
-
-def test_the_race_check_catches_a_store_without_serializable_retries(fresh_postgres_url: str) -> None:
+def test_the_exactly_once_check_catches_a_postgres_store_without_serializable_retries(fresh_postgres_url: str) -> None:
+    """The store-contract race (tests/reference/test_store_contract.py, run on PostgresStore too) fails here."""
     broken = [ReadCommittedStore(fresh_postgres_url, background=False) for _ in range(2)]
     try:
-        results = race(broken, capture_like("raced-key"))
+        # Several effects committed (AssertionError), or a lost race surfaced as an error instead of a replay.
+        with pytest.raises((AssertionError, psycopg.Error)):
+            assert_reserved_once(list(broken))
     finally:
         for store in broken:
             store.close()
-    # Either several effects committed, or a lost race surfaced as an error instead of a replay.
-    assert results.count("effect") > 1 or any(isinstance(r, BaseException) for r in results)
-
-
-def test_a_confirmation_id_is_single_use_across_replicas(stores: list[PostgresStore]) -> None:
-    results = race(stores, lambda tx: tx.consume_confirmation("nonce-1", "2026-01-01T00:00:00Z"))
-    assert sorted(results, key=str) == [False] * (len(results) - 1) + [True]
-
-
-def test_the_single_use_check_catches_a_store_that_does_not_check(fresh_postgres_url: str) -> None:
-    class Forgetful(PostgresStore):
-        def transaction(self, work: Callable[[StoreTransaction], T]) -> T:
-            result = super().transaction(work)
-            if result is False:  # pretends the id was fresh
-                return True  # type: ignore[return-value]
-            return result
-
-    broken = [Forgetful(fresh_postgres_url, background=False) for _ in range(2)]
-    try:
-        results = race(broken, lambda tx: tx.consume_confirmation("nonce-1", "2026-01-01T00:00:00Z"))
-    finally:
-        for store in broken:
-            store.close()
-    assert results.count(True) > 1
 
 
 def admitted(words: str, record_id: str) -> dict[str, Any]:
