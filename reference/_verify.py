@@ -18,6 +18,7 @@ from engram_mcp.reference._erasure import pending_lines
 from engram_mcp.reference._journal import journal_problems
 from engram_mcp.reference._ports import MemoryStore
 from engram_mcp.reference._store import MIGRATIONS, SqliteStore, lock_path
+from engram_mcp.reference._wiring import open_store
 
 PRIVATE_DIRECTORY = 0o700
 PRIVATE_FILE = 0o600
@@ -37,6 +38,13 @@ def verify_store(config: ServerConfig) -> list[str]:
 
 def inspect_store(config: ServerConfig) -> Findings:
     findings = Findings(warnings=loose_modes(config))
+    if config.store_url is not None:  # a shared store: its chains and erasures; the database checks its own pages
+        shared = open_store(config, inspect=True)
+        try:
+            findings.problems += chain_problems(shared, findings)
+        finally:
+            shared.close()
+        return findings
     if not config.store.exists():
         findings.problems.append("the store file does not exist")
         return findings

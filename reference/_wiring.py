@@ -23,12 +23,13 @@ class ServerPorts:
     cipher: Cipher
 
 
-def open_store(config: ServerConfig) -> MemoryStore:
+def open_store(config: ServerConfig, *, inspect: bool = False) -> MemoryStore:
+    """The configured store; ``inspect`` opens it for ``verify``: no background work (and SQLite read-only)."""
     if config.store_url is None:
-        return SqliteStore(config.store, synchronous=config.synchronous)
+        return SqliteStore(config.store, synchronous=config.synchronous, read_only=inspect)
     from engram_mcp.reference._postgres import PostgresStore  # lazily: only PostgreSQL deployments need psycopg
 
-    return PostgresStore(config.store_url)
+    return PostgresStore(config.store_url, background=not inspect, read_only=inspect)
 
 
 def build_ports(config: ServerConfig) -> ServerPorts:
