@@ -122,6 +122,8 @@ class ReferenceDir:
             lines += ["[server]", *(f"{k} = {_toml(v)}" for k, v in data["server"].items()), ""]
         if "confirmation" in data:
             lines += ["[confirmation]", *(f"{k} = {_toml(v)}" for k, v in data["confirmation"].items()), ""]
+        if "store" in data:
+            lines += ["[store]", *(f"{k} = {_toml(v)}" for k, v in data["store"].items()), ""]
         bare = {kid: entry for kid, entry in data.get("host_keys", {}).items() if not isinstance(entry, dict)}
         if bare:  # the older layout, which a configuration no longer accepts
             lines += ["[host_keys]", *(f"{json.dumps(kid)} = {_toml(v)}" for kid, v in bare.items()), ""]

@@ -1,0 +1,70 @@
+"""The store factory: ``[store] url`` picks the store, and the server takes its ports through its constructor."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from engram_mcp.reference._config import ConfigError, load_config
+from engram_mcp.reference._crypto import AesGcmCipher
+from engram_mcp.reference._server import ReferenceServer
+from engram_mcp.reference._store import SqliteStore
+from engram_mcp.reference._wiring import ServerPorts, open_store
+
+
+def test_without_a_store_table_or_with_sqlite_the_embedded_store_is_used(make_reference_dir: Any) -> None:
+    ref = make_reference_dir()
+    assert load_config(ref.config).store_url is None
+    ref.edit(lambda data: data.update(store={"url": "sqlite:"}))
+    config = load_config(ref.config)
+    assert config.store_url is None
+    store = open_store(config)
+    try:
+        assert isinstance(store, SqliteStore) and store.path == config.store
+    finally:
+        store.close()
+
+
+def test_a_postgresql_url_is_kept_for_the_factory(make_reference_dir: Any) -> None:
+    ref = make_reference_dir()
+    ref.edit(lambda data: data.update(store={"url": "postgresql://db.internal/memory"}))
+    assert load_config(ref.config).store_url == "postgresql://db.internal/memory"
+
+
+@pytest.mark.parametrize("table", [{"url": "mysql://db/memory"}, {"url": 5}, {"url": "sqlite:", "pool": 3}])
+def test_an_unusable_store_table_is_refused(make_reference_dir: Any, table: dict[str, Any]) -> None:
+    ref = make_reference_dir()
+    ref.edit(lambda data: data.update(store=table))
+    with pytest.raises(ConfigError, match="store"):
+        load_config(ref.config)
+
+
+def test_an_sqlite_server_never_imports_the_postgresql_store(make_reference_dir: Any) -> None:
+    ref = make_reference_dir()
+    script = (
+        "import sys; from engram_mcp.reference._config import load_config; "
+        "from engram_mcp.reference._server import ReferenceServer; "
+        f"server = ReferenceServer(load_config({str(ref.config)!r})); server.close(); "
+        "loaded = [m for m in sys.modules if m.startswith('psycopg') or m.endswith('_postgres')]; "
+        "assert not loaded, loaded"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_server_runs_on_the_ports_it_is_given(make_reference_dir: Any) -> None:
+    ref = make_reference_dir()
+    config = load_config(ref.config)
+    store = SqliteStore(config.store.with_name("given.sqlite3"))
+    cipher = AesGcmCipher(os.urandom(32))
+    server = ReferenceServer(config, ServerPorts(store=store, cipher=cipher))
+    try:
+        assert server.store is store and server.engine.store is store and server.audit.store is store
+        assert server.engine.cipher is cipher
+    finally:
+        server.close()
+    assert not config.store.exists()  # the configured file was never opened
