@@ -160,13 +160,16 @@ def test_the_race_checks_catch_broken_stores(tmp_path: Path) -> None:
     """Each race check fails on a store that breaks the promise it checks, so its pass means something."""
     unisolated = broken(UnisolatedStore, tmp_path / "a")
     replayable = broken(ReplayableConfirmations, tmp_path / "b")
+    unjournaled = broken(UnisolatedStore, tmp_path / "c")
     try:
         with pytest.raises((AssertionError, sqlite3.IntegrityError)):
             assert_reserved_once(unisolated)
         with pytest.raises(AssertionError):
             assert_consumed_once(replayable)
+        with pytest.raises((AssertionError, sqlite3.IntegrityError)):
+            assert_gapless_journal(unjournaled)
     finally:
-        for store in (*unisolated, *replayable):
+        for store in (*unisolated, *replayable, *unjournaled):
             store.close()
 
 
@@ -229,8 +232,18 @@ def test_purged_confirmation_ids_are_only_the_old_ones(site: StoreSite) -> None:
 
 
 def test_journal_appends_raced_from_two_handles_stay_one_gapless_chain(site: StoreSite) -> None:
-    stores = [site.open(), site.open()]
-    cursors = race(stores, lambda tx: append_event(tx, SCOPE, {"operation": "capture"})[0])
+    assert_gapless_journal([site.open(), site.open()])
+
+
+def slow_append(tx: StoreTransaction) -> int:
+    """Read the head, pause (widening the race), append after it: the engine's journal pattern."""
+    tx.journal_head()
+    time.sleep(0.005)
+    return append_event(tx, SCOPE, {"operation": "capture"})[0]
+
+
+def assert_gapless_journal(stores: list[MemoryStore]) -> None:
+    cursors = race(stores, slow_append)
     assert sorted(cursors) == list(range(1, len(cursors) + 1))
     stores[0].transaction(lambda tx: append_event(tx, OTHER, {"operation": "capture"}))
     with stores[1].snapshot() as reader:
