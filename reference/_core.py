@@ -48,7 +48,6 @@ class Engine:
         self.calls = CallWindow(self.limits.quotas)
         self._housekeeping = Periodic(lambda: self.housekeeping(datetime.now(UTC)), name="housekeeping")
         self.cipher = cipher
-        self.policy_for = policies
         # Stored payload digests are keyed (see DigestKeyer); the server passes a subkey of the KEK.
         self.digests = DigestKeyer(digest_key or derive_key(cursor_key, "stored-digest"))
         if isinstance(store, SqliteStore):  # only an SQLite store can predate keyed digests

@@ -139,7 +139,8 @@ class ReferenceServer:
         self.config = config
         ports = ports or build_ports(config)
         self.store = ports.store
-        self.engine = Engine(self.store, ports.cipher, config.policy_for, config.derived_key("page-cursor"),
+        self.policy_for = ports.policies
+        self.engine = Engine(self.store, ports.cipher, self.policy_for, config.derived_key("page-cursor"),
                              digest_key=config.derived_key("stored-digest"), limits=config.limits)
         self.audit = AuditJournal(self.store, refused_rows=config.limits.expiry.refused_audit_rows)
         self.engine.start_housekeeping()
@@ -259,7 +260,7 @@ class ReferenceServer:
         timely = self.oracle.clock_verdict(tool, arguments, now=now)
         if not timely.valid:
             return Outcome(code=timely.code)
-        policy = self.config.policy_for(scope_of(binding))
+        policy = self.policy_for(scope_of(binding))
         gated = {t for t, on in (("engram_memory_capture", policy.confirm_capture),
                                  ("engram_memory_request_admission", policy.confirm_admission)) if on}
         if confirmation_required(tool, gated):

@@ -7,11 +7,13 @@ only then, so an SQLite deployment never needs psycopg.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from engram_mcp.reference._config import ServerConfig
 from engram_mcp.reference._crypto import AesGcmCipher
-from engram_mcp.reference._ports import Cipher, MemoryStore
+from engram_mcp.reference._lifecycle import ScopePolicy
+from engram_mcp.reference._ports import Cipher, MemoryStore, Scope
 from engram_mcp.reference._store import SqliteStore
 
 
@@ -21,6 +23,7 @@ class ServerPorts:
 
     store: MemoryStore
     cipher: Cipher
+    policies: Callable[[Scope], ScopePolicy]  # each scope's policy, its admission policy among them
 
 
 def open_store(config: ServerConfig, *, inspect: bool = False) -> MemoryStore:
@@ -33,4 +36,4 @@ def open_store(config: ServerConfig, *, inspect: bool = False) -> MemoryStore:
 
 
 def build_ports(config: ServerConfig) -> ServerPorts:
-    return ServerPorts(store=open_store(config), cipher=AesGcmCipher(config.kek))
+    return ServerPorts(store=open_store(config), cipher=AesGcmCipher(config.kek), policies=config.policy_for)

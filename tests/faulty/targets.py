@@ -1004,8 +1004,8 @@ def search_crosses_scopes(server: FaultyServer) -> None:
 @variant("secret-scan-off", breaks=["EMC-SEC-002"], caught_by=["secrets.never-admitted"], era="legacy", expect="WARN")
 def secret_scan_off(server: FaultyServer) -> None:
     """Scopes configured to scan for secrets admit everything."""
-    engine = server.engine
-    policy_for = engine.policy_for
+    lifecycle = server.engine.lifecycle
+    policy_for = lifecycle.policy_for
 
     def lax(scope: Scope) -> Any:
         policy = policy_for(scope)
@@ -1013,15 +1013,15 @@ def secret_scan_off(server: FaultyServer) -> None:
             dataclasses.replace(policy, admission=AcceptAll()) if isinstance(policy.admission, SecretScan) else policy
         )
 
-    engine.policy_for = lax
+    lifecycle.policy_for = lax
 
 
 @variant("retain-without-permission", breaks=["EMC-RET-003"], caught_by=["lifecycle.retain-permission"], era="modern")
 def retain_without_permission(server: FaultyServer) -> None:
     """derivative_rule retain is accepted in every scope, whatever the host allows."""
-    engine = server.engine
-    policy_for = engine.policy_for
-    engine.policy_for = lambda scope: dataclasses.replace(policy_for(scope), allow_retain=True)
+    lifecycle = server.engine.lifecycle
+    policy_for = lifecycle.policy_for
+    lifecycle.policy_for = lambda scope: dataclasses.replace(policy_for(scope), allow_retain=True)
 
 
 # -- search ------------------------------------------------------------------------------------------------------

@@ -61,10 +61,10 @@ def test_the_server_runs_on_the_ports_it_is_given(make_reference_dir: Any) -> No
     config = load_config(ref.config)
     store = SqliteStore(config.store.with_name("given.sqlite3"))
     cipher = AesGcmCipher(os.urandom(32))
-    server = ReferenceServer(config, ServerPorts(store=store, cipher=cipher))
+    server = ReferenceServer(config, ServerPorts(store=store, cipher=cipher, policies=config.policy_for))
     try:
         assert server.store is store and server.engine.store is store and server.audit.store is store
-        assert server.engine.cipher is cipher
+        assert server.engine.cipher is cipher and server.engine.lifecycle.policy_for == config.policy_for
     finally:
         server.close()
     assert not config.store.exists()  # the configured file was never opened
