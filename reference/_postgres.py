@@ -4,12 +4,18 @@ Selected by ``[store] url = "postgresql://…"`` in server.toml and imported onl
 then, so a SQLite deployment never loads psycopg. ``read_only`` (for verify)
 neither migrates nor writes, and starts no background work.
 
-Exactly once across processes. Every unit of work runs SERIALIZABLE; a
-serialization failure, a deadlock or a unique violation met by a concurrent
-insert (two replicas reserving one idempotency key, appending the same journal
-cursor, or burning one confirmation id) rolls it back, and the store runs it
-again, when it sees the winner's commit: a retry replays, it never repeats an
-effect. Reads use a REPEATABLE READ, READ ONLY snapshot.
+Exactly once across processes. A unit of work that may write first takes the
+store's writers' lock (a transaction-scoped advisory lock, released at commit
+or rollback) and then runs at READ COMMITTED, so each of its statements sees
+every commit made before it got the lock: two replicas reserving one
+idempotency key, appending a journal cursor, admitting one candidate or
+burning one confirmation id run one after the other, and the second sees the
+first's effect and replays it. Writes are serialized store-wide, as SQLite's
+are, because the journal and audit hash chains are store-wide (see
+reference/_postgres_schema.py); reads never wait for them. A serialization
+failure, a deadlock or a unique violation (only a writer that bypasses the
+lock can cause one) rolls the unit of work back and runs it again. Reads use a
+REPEATABLE READ, READ ONLY snapshot.
 
 Erasure. A withdraw or forget updates the row in place, so its old version is
 a dead tuple until VACUUM removes it; it stays readable to any snapshot taken
@@ -47,7 +53,12 @@ from engram_mcp.reference._postgres_schema import MIGRATIONS, migrate, scalar, s
 T = TypeVar("T")
 log = logging.getLogger("engram_mcp.reference")
 
-# Conflicts another unit of work caused; running again sees its commit. Anything else is a real failure.
+# Units of work that write queue on one lock per store (the database's advisory lock, keyed by the schema):
+# the journal and audit chains are store-wide, so any two writers would conflict anyway, and queueing costs
+# less than aborting and running again. Two-int advisory keys never meet the migration's bigint key.
+WRITERS_LOCK = "SELECT pg_advisory_xact_lock(1701277281, hashtext(current_schema()))"
+# Conflicts a writer outside this server could still cause (a second server version, a manual session):
+# running again sees its commit. Anything else is a real failure.
 RETRIABLE = (errors.SerializationFailure, errors.DeadlockDetected, errors.UniqueViolation)
 MAX_ATTEMPTS = 12
 RETRY_BACKOFF = 0.005  # seconds, doubled per attempt, jittered so that racing replicas spread out
@@ -115,7 +126,8 @@ class PostgresStore:
         for attempt in range(MAX_ATTEMPTS):
             try:
                 with self._pool.connection() as conn, conn.transaction():
-                    conn.execute("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE")
+                    conn.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
+                    conn.execute(WRITERS_LOCK)  # before any read: every statement after it sees the last commit
                     return work(PostgresTransaction(conn))
             except RETRIABLE:
                 if attempt == MAX_ATTEMPTS - 1:

@@ -3,7 +3,7 @@
 The port's promises (exactly once under a race from two handles, single-use
 confirmation ids, journal order, scope isolation) are checked on PostgresStore
 by tests/reference/test_store_contract.py; here, that its race check catches a
-PostgreSQL store without SERIALIZABLE retries, that search is served by the
+PostgreSQL store without its writers' lock, that search is served by the
 GIN index, that an erasure is complete only once no snapshot can read the old
 row, and that replicas starting together migrate once. Skipped with the reason
 when PostgreSQL does not answer (CI fails first instead: .ci/run probes it).
@@ -30,8 +30,8 @@ T = TypeVar("T")
 SCOPE, OTHER = Scope("acme", "research"), Scope("globex", "research")
 
 
-class ReadCommittedStore(PostgresStore):
-    """A broken variant: each unit of work at READ COMMITTED, run once; lost races go unnoticed."""
+class UnlockedStore(PostgresStore):
+    """A broken variant: units of work at READ COMMITTED without the writers' lock, run once."""
 
     def transaction(self, work: Callable[[StoreTransaction], T]) -> T:
         with self._pool.connection() as conn, conn.transaction():
@@ -46,9 +46,9 @@ def stores(fresh_postgres_url: str) -> Iterator[list[PostgresStore]]:
         store.close()
 
 
-def test_the_exactly_once_check_catches_a_postgres_store_without_serializable_retries(fresh_postgres_url: str) -> None:
+def test_the_exactly_once_check_catches_a_postgres_store_without_the_writers_lock(fresh_postgres_url: str) -> None:
     """The store-contract race (tests/reference/test_store_contract.py, run on PostgresStore too) fails here."""
-    broken = [ReadCommittedStore(fresh_postgres_url, background=False) for _ in range(2)]
+    broken = [UnlockedStore(fresh_postgres_url, background=False) for _ in range(2)]
     try:
         # Several effects committed (AssertionError), or a lost race surfaced as an error instead of a replay.
         with pytest.raises((AssertionError, psycopg.Error)):
