@@ -43,7 +43,8 @@ class Recall:
         return found
 
     def packet(self, found: StoredRecord) -> dict[str, Any]:
-        assert found.body is not None  # a visible record is never tombstoned
+        if found.body is None:  # tombstoned: never visible, so never packed
+            raise Refusal("NOT_FOUND")
         return self.packet_of(found.body)
 
     @staticmethod
@@ -233,7 +234,8 @@ class Recall:
     def ranked_record(self, reader: StoreReader, caller: Binding, rid: str) -> StoredRecord:
         """A ranked id's record, read in the snapshot that ranked it."""
         found = reader.record(scope_of(caller), rid)
-        assert found is not None  # ranked in this same snapshot
+        if found is None:  # the store ranked an id its own snapshot does not hold: a store defect
+            raise LookupError("a ranked record is missing from its snapshot")
         return found
 
     def ranked(self, reader: StoreReader, scope: Scope, query: str, valid_as_of: int) -> list[str]:
