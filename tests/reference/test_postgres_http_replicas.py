@@ -14,7 +14,6 @@ import asyncio
 import itertools
 import json
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -29,15 +28,10 @@ import uvicorn
 from engram_mcp.reference._init import store_toml_lines
 from tests.postgres_support import postgres_url
 from tests.reference.conftest import free_port, http_server, init_reference_dir
+from tests.reference.test_postgres_certify import CONFORMANCE, RUN_TIMEOUT
 
 __all__ = ["postgres_url"]  # the fixture, imported for pytest to find
 
-_BIN = Path(sys.executable).parent
-CONFORMANCE = (
-    [str(_BIN / "conformance")] if (_BIN / "conformance").exists() else [sys.executable, "-m",
-                                                                          "engram_mcp.conformance._cli"]
-)
-RUN_TIMEOUT = 900
 SESSION = b"mcp-session-id"
 HOP_BY_HOP = {b"host", b"connection", b"keep-alive", b"transfer-encoding", b"content-length"}
 
