@@ -26,7 +26,8 @@ then ran to the end without leaving a dead tuple behind for a pinned page. The
 role must see other sessions' snapshots (superuser or ``pg_read_all_stats``);
 otherwise nothing can be proved and every erasure stays ``pending``. What
 VACUUM cannot do is documented in the README: WAL segments keep page images
-until they are recycled, and freed space inside a page is not zeroed.
+until they are recycled, freed space inside a page is not zeroed, and the GIN
+index keeps a word as a key (pointing at no row) until it is rebuilt.
 """
 
 from __future__ import annotations
