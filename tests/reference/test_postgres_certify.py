@@ -62,20 +62,3 @@ def test_init_refuses_a_store_url_it_cannot_serve(tmp_path: Path) -> None:
     assert "--store" in refused.stderr and "mysql" not in refused.stderr  # the input is never echoed
     assert not (tmp_path / "engram").exists()
 
-
-def test_a_sqlite_deployment_never_imports_psycopg(tmp_path: Path) -> None:
-    """The PostgreSQL store is imported only when a configuration names it."""
-    directory = tmp_path / "engram"
-    assert subprocess.run([*ENGRAM, "init", str(directory)], capture_output=True, timeout=60).returncode == 0
-    probe = (
-        "import sys\n"
-        "from engram_mcp.reference._cli import main\n"
-        f"assert main(['verify', '--config', {str(directory / 'server.toml')!r}]) in (0, 1)\n"
-        "from engram_mcp.reference._config import load_config\n"
-        "from engram_mcp.reference._server import ReferenceServer\n"
-        f"ReferenceServer(load_config({str(directory / 'server.toml')!r})).close()\n"
-        "print(sorted(m for m in sys.modules if m.startswith('psycopg')))\n"
-    )
-    ran = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
-    assert ran.returncode == 0, ran.stderr[-2000:]
-    assert ran.stdout.splitlines()[-1] == "[]"  # after verify's own lines
