@@ -33,6 +33,10 @@ class ConfigError(Exception):
     """The configuration cannot be used; the message names the setting, never a secret."""
 
 
+class StoreUnavailable(ConfigError):
+    """The configured database cannot be reached; the message holds no URL and no password."""
+
+
 @dataclass(frozen=True)
 class ScopeConfig:
     scope: Scope

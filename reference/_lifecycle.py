@@ -374,7 +374,7 @@ class Lifecycle:
                 "coverage_receipt_digest": profile_digest(
                     "forget-coverage",
                     {"record_id": found.record_id, "cursor": str(cursor),
-                     "surfaces": ["records", "search_index", "wal"]},
+                     "surfaces": list(self.store.erasure_surfaces)},
                 ),
             }, erasure
 

@@ -343,6 +343,9 @@ class MemoryStore(Protocol):
     """
 
     ranking: RankingProfile
+    # Where a forgotten record's text can live in this store until its erasure settles; named in the
+    # forget coverage digest, so a receipt never claims a place the store does not have.
+    erasure_surfaces: tuple[str, ...]
     erasures: ErasureLedger  # the store's own ledger: started when the store opens, stopped by ``close``
 
     def transaction(self, work: Callable[[StoreTransaction], T]) -> T:

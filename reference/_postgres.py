@@ -45,7 +45,7 @@ from psycopg import errors
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from engram_mcp.reference._config import ConfigError
+from engram_mcp.reference._config import StoreUnavailable
 from engram_mcp.reference._erasure import ErasureLedger
 from engram_mcp.reference._ports import RankingProfile, StoreReader, StoreTransaction
 from engram_mcp.reference._postgres_queries import RANKING, PostgresReader, PostgresTransaction
@@ -70,14 +70,11 @@ FLUSH_LOCK_TIMEOUT = "500ms"  # VACUUM gives up (pending, retried later) rather 
 _MISSED = "not removed due to cleanup lock contention"  # VACUUM VERBOSE's report of dead tuples it had to leave
 
 
-class StoreUnavailable(ConfigError):
-    """The configured database cannot be reached; the message holds no URL and no password."""
-
-
 class PostgresStore:
     """A pool of connections to one database (or one schema of it, through the URL's search_path option)."""
 
     ranking: RankingProfile = RANKING
+    erasure_surfaces: tuple[str, ...] = ("records", "search_index", "dead_tuples")  # WAL files keep old pages (README)
 
     def __init__(
         self,

@@ -214,6 +214,7 @@ class SqliteStore:
     """
 
     ranking = search_index.RANKING
+    erasure_surfaces: tuple[str, ...] = ("records", "search_index", "wal")
 
     def __init__(
         self,
