@@ -143,12 +143,21 @@ def test_a_passed_deadline_changes_nothing(world: World, tool: str) -> None:
     assert _fresh_run(retry, tool), "the call refused for its deadline had taken effect: its retry was a replay"
 
 
+def _require_a_wait(world: World) -> None:
+    """Only the server-initiated mode makes a server wait for the host within a call; a target confirmed by
+    host reference alone commits at once, so it holds no window for a late deadline or a cancellation."""
+    if "server-initiated" not in world.profile.confirmation_modes:
+        not_applicable("the profile declares only the host-reference confirmation mode: the server never waits for "
+                       "the host within a call")
+
+
 @check("host.deadline-during-confirmation", "EMC-HOST-015", "EMC-HP-055")
 def test_a_deadline_that_passes_during_the_confirmation_stops_the_mutation(world: World) -> None:
     """The deadline is judged again once the human answers: one that passed meanwhile is DEADLINE_EXCEEDED, nothing
     is committed, and a retry with the same key is a first execution."""
     if world.era == "modern":
         not_applicable(MODERN_NEVER_WAITS)
+    _require_a_wait(world)
     scope = world.primary
     principal = world.principal(scope, {CAPTURE, WITHDRAW})
     world._require_offered(WITHDRAW, scope, principal)
@@ -186,6 +195,7 @@ def test_a_call_cancelled_before_it_commits_changes_nothing(world: World, tool: 
     committed, and a retry with the same key is a first execution."""
     if world.era == "modern":
         not_applicable(MODERN_NEVER_WAITS + "; a gated call holds no in-flight window a host can cancel reliably")
+    _require_a_wait(world)
     scope = world.primary
     principal = world.principal(scope, {tool})
     world._require_offered(tool, scope, principal)

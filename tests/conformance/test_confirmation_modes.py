@@ -21,7 +21,7 @@ from engram_mcp.reference._init import write_configuration
 CONFORMANCE = [sys.executable, "-m", "engram_mcp.conformance._cli"]
 SERVE = [sys.executable, "-m", "engram_mcp.reference._cli", "serve", "--config"]
 BOTH = 'modes = ["host-reference", "server-initiated"]'
-SELECT = ["gate", "confirmation-ref", "wiring.order-of-checks", "lifecycle.forget"]
+SELECT = ["gate", "confirmation-ref", "host", "wiring.order-of-checks", "lifecycle.forget"]
 
 
 def configured(directory: Path, server_modes: str, profile_modes: str | None) -> Path:
@@ -66,6 +66,10 @@ def test_a_target_confirming_by_host_reference_only(tmp_path: Path, profile_mode
         statuses = run(directory)
         assert statuses["confirmation-ref.execution-window"] == {"PASS"}
         assert statuses["gate.refusal"] == {"SKIP"} and statuses["lifecycle.forget"] == {"PASS"}
+        # No wait within a call, so nothing to cancel or outlive in flight; the deadline on arrival still applies.
+        assert statuses["host.cancel-before-commit"] == {"SKIP"}
+        assert statuses["host.deadline-during-confirmation"] == {"SKIP"}
+        assert statuses["host.deadline-passed"] == {"PASS"}
         return
     done = subprocess.run([*CONFORMANCE, "--target", "stdio:" + " ".join([*SERVE, str(directory / "server.toml")]),
                            "--profile", str(directory / "conformance-profile.toml"), "--select", "gate.refusal",
