@@ -133,7 +133,11 @@ def write_attestation(run: Run, directory: Path, signer: Signer) -> Path:
         body = report.read_bytes()
     except OSError:
         raise CertificateError(f"no {REPORT_FILE} in {directory} to sign") from None
-    statement = statement_of(body, predicate_of(run))
+    return sign_statement(statement_of(body, predicate_of(run)), directory, signer)
+
+
+def sign_statement(statement: dict[str, Any], directory: Path, signer: Signer) -> Path:
+    """Write ``statement``, signed, as the bundle in ``directory``."""
     payload = json.dumps(statement, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode("utf-8")
     envelope = sign_envelope(PAYLOAD_TYPE, payload, signer)
     target = directory / ATTESTATION_FILE

@@ -136,11 +136,19 @@ def _disagreements(report: bytes, predicate: dict[str, Any]) -> list[str]:
     return wrong
 
 
-def _check_report(attested: Attested, digest: str, report: Path) -> None:
+def _read_report(report: Path) -> bytes:
     try:
-        data = report.read_bytes()
+        return report.read_bytes()
     except OSError as problem:
         raise CertificateError(f"cannot read the report {report}: {problem.strerror}") from None
+
+
+def _report_digest(report: Path) -> str:
+    return hashlib.sha256(_read_report(report)).hexdigest()
+
+
+def _check_report(attested: Attested, digest: str, report: Path) -> None:
+    data = _read_report(report)
     actual = hashlib.sha256(data).hexdigest()
     if actual != digest:
         raise CertificateError(f"{report} does not match the attested subject: its SHA-256 is {actual}, "
@@ -155,12 +163,21 @@ def _check_report(attested: Attested, digest: str, report: Path) -> None:
 
 
 def verify(attestation: Path, verifier: Verifier, report: Path | None = None) -> Attested:
-    """Check the signature, the statement and (given, or found beside the file) the report's digest."""
+    """Check the signature, the statement and (given, or found beside the file) the report's digest.
+
+    In a bundle of several envelopes signed by the key, the one whose subject is the
+    report is chosen; without a report the first is returned with ``report`` None, and
+    the caller must not present that as a checked certificate.
+    """
     try:
         text = attestation.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         raise CertificateError(f"cannot read {attestation}") from None
+    if report is None and (attestation.parent / REPORT_FILE).is_file():
+        report = attestation.parent / REPORT_FILE
+    actual = _report_digest(report) if report is not None else None
     failures: list[str] = []
+    chosen: tuple[Attested, str] | None = None
     for envelope in _envelopes(text):
         try:
             opened = open_envelope(envelope, verifier, payload_type=PAYLOAD_TYPE)
@@ -169,18 +186,22 @@ def verify(attestation: Path, verifier: Verifier, report: Path | None = None) ->
         except (EnvelopeError, CertificateError) as problem:
             failures.append(str(problem))
             continue
-        attested = Attested(opened.keyid, statement, None)
-        beside = attestation.parent / REPORT_FILE
-        if report is not None:
-            _check_report(attested, digest, report)
-        elif beside.is_file():
-            _check_report(attested, digest, beside)
-        if attested.predicate["contract"].get("digest") != digest_set(load().digest):
-            attested.notes.append(f"the attested contract data differ from this installation's ({load().digest})")
-        return attested
-    if not failures:
-        raise CertificateError(f"{attestation} holds no DSSE envelope")
-    raise CertificateError("; ".join(dict.fromkeys(failures)))
+        if chosen is None or digest == actual:
+            chosen = (Attested(opened.keyid, statement, None), digest)
+        if actual is None or digest == actual:
+            break
+    if chosen is None:
+        if not failures:
+            raise CertificateError(f"{attestation} holds no DSSE envelope")
+        raise CertificateError("; ".join(dict.fromkeys(failures)))
+    attested, digest = chosen
+    if report is not None:
+        _check_report(attested, digest, report)
+    installed = load().digest
+    if attested.predicate["contract"].get("digest") != digest_set(installed):
+        # A run judged against other contract data certifies nothing about this installation's contract.
+        raise CertificateError(f"the attested contract data differ from this installation's ({installed})")
+    return attested
 
 
 def _server_line(per_era: Any) -> str:
@@ -206,7 +227,7 @@ def describe(attested: Attested) -> list[str]:
         f"signature: valid (Ed25519, keyid {attested.keyid or 'not given'})",
         f"statement: {STATEMENT_TYPE}, predicate {PREDICATE_TYPE}",
         (f"subject: {REPORT_FILE} sha256:{digest} — matches {attested.report}" if attested.report is not None
-         else f"subject: {REPORT_FILE} sha256:{digest} — NOT CHECKED (give --report FILE)"),
+         else f"subject: {REPORT_FILE} sha256:{digest} — NOT CHECKED (--no-report)"),
         f"contract: {p['contract'].get('name', '')} {p['contract'].get('version', '')} "
         f"(sha256:{(p['contract'].get('digest') or {}).get('sha256', '?')})",
         f"harness: {p['harness'].get('name', '')} {p['harness'].get('version', '?')}",

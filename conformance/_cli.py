@@ -7,6 +7,7 @@
     conformance explain ID                                    one requirement or check
     conformance keygen FILE                                   an Ed25519 key pair for --sign-key
     conformance verify-certificate FILE --key PUBLIC          check a signed certificate
+    conformance sign REPORT_DIR --key KEY                     sign a finished run's report
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from engram_mcp.conformance._certificate import (
     signer_from_file,
     write_attestation,
 )
+from engram_mcp.conformance._certificate_sign import sign_command
 from engram_mcp.conformance._cli_certificate import keygen, verify_certificate
 from engram_mcp.conformance._run import EXIT_UNREACHABLE, EXIT_USAGE, Run, harness_version
 from engram_mcp.contract import load
@@ -43,7 +45,8 @@ EPILOG = """exit codes:
   5  incomplete: a scored MUST was left SKIP, BLOCKED or not run (every --select run is at best incomplete)
 
 subcommands: 'conformance list', 'conformance explain ID', 'conformance keygen FILE',
-'conformance verify-certificate FILE --key PUBLIC [--report report.jsonl]'."""
+'conformance verify-certificate FILE --key PUBLIC [--report report.jsonl]',
+'conformance sign REPORT_DIR --key KEY' (sign after the run, so the target never runs beside the key)."""
 SUITE = Path(__file__).resolve().parent / "suite"
 
 
@@ -114,7 +117,9 @@ def summary_json(run: Run | None, code: int, attestation: Path | None) -> dict[s
     predicate = predicate_of(run)
     verdict = predicate["verdict"]
     return {
-        "exit_code": code, "verdict": verdict["summary"], "conformant": verdict["conformant"],
+        "exit_code": code, "verdict": verdict["summary"],
+        # A conformant verdict whose signing failed (code != 0) must not read as a pass to a script.
+        "conformant": verdict["conformant"] is True and code == 0,
         "level": run.level, "contract": load().version, "harness_version": run.harness_version,
         "target": run.target.label, "server": run.server_identity, "eras": predicate["eras"]["spoken"],
         "transports": predicate["transports"], "seed": run.seed, "selection": list(run.select),
@@ -256,6 +261,7 @@ SUBCOMMANDS = {
     "explain": _explain_command,
     "keygen": keygen,
     "verify-certificate": verify_certificate,
+    "sign": sign_command,
 }
 
 

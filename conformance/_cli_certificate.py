@@ -16,7 +16,8 @@ from engram_mcp.conformance._run import EXIT_USAGE
 VERIFY_EPILOG = """exit codes:
   0  authentic, and it certifies a conformant run
   1  not verified: no signature verifies with the key, the statement is not a conformance run's,
-     or the report does not match the attested digest
+     the attested contract data are not this installation's, the report does not match the
+     attested digest, or no report was checked (give --report FILE, or --no-report on purpose)
   2  usage error (a file cannot be read, a key is not an Ed25519 PEM key)
   6  authentic, but the attested run is not conformant (its verdict is printed)"""
 EXIT_NOT_VERIFIED, EXIT_NOT_CONFORMANT = 1, 6
@@ -46,6 +47,14 @@ def keygen(argv: list[str]) -> int:
     return 0
 
 
+def _conclusion(attested: Attested) -> str:
+    if not attested.conformant:
+        return "AUTHENTIC, BUT NOT A CERTIFICATE OF CONFORMANCE: the attested run is not conformant"
+    if attested.report is None:
+        return "AUTHENTIC SIGNATURE OF A CONFORMANT RUN; THE REPORT WAS NOT CHECKED (--no-report)"
+    return "VERIFIED: a certificate of conformance"
+
+
 def verify_certificate(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="conformance verify-certificate",
                                      description="Check a signed certificate (an in-toto attestation in a DSSE "
@@ -55,6 +64,8 @@ def verify_certificate(argv: list[str]) -> int:
     parser.add_argument("--key", type=Path, required=True, help="the signer's Ed25519 public key (PEM)")
     parser.add_argument("--report", type=Path,
                         help="the report.jsonl it attests (default: the one beside FILE, if any)")
+    parser.add_argument("--no-report", action="store_true",
+                        help="check the signature and statement only; the output then says the report was not checked")
     parser.add_argument("--format", choices=["text", "json"], default="text",
                         help="json: one JSON object (verified, conformant, exit_code, keyid, report, statement, error)")
     args = parser.parse_args(argv)
@@ -66,15 +77,21 @@ def verify_certificate(argv: list[str]) -> int:
     if not args.file.is_file():
         print(f"conformance: no file {args.file}", file=sys.stderr)
         return EXIT_USAGE
+    if args.no_report and args.report is not None:
+        parser.error("--no-report and --report exclude each other")
     attested: Attested | None = None
     try:
         attested = verify(args.file, verifier, args.report)
+        if attested.report is None and not args.no_report:
+            # The signature alone says nothing about which report it attests: never a pass by default.
+            raise CertificateError(f"no report was checked: none beside {args.file}; give --report FILE "
+                                   "(or --no-report to check the signature only)")
     except CertificateError as problem:
+        attested = None
         code, lines = EXIT_NOT_VERIFIED, [f"NOT VERIFIED: {problem}"]
     else:
         code = 0 if attested.conformant else EXIT_NOT_CONFORMANT
-        lines = [*describe(attested), "VERIFIED: a certificate of conformance" if attested.conformant else
-                 "AUTHENTIC, BUT NOT A CERTIFICATE OF CONFORMANCE: the attested run is not conformant"]
+        lines = [*describe(attested), _conclusion(attested)]
     if args.format == "json":
         print(json.dumps({
             "exit_code": code, "verified": attested is not None,

@@ -112,8 +112,9 @@ class Opened:
 def open_envelope(envelope: Any, verifier: Verifier, *, payload_type: str) -> Opened:
     """The authenticated body of ``envelope`` when a signature verifies with ``verifier``.
 
-    The keyid is an unauthenticated hint, so every signature is tried regardless of it;
-    the payload type is checked after the signature, as the protocol orders.
+    The keyid is an unsigned hint: an entry naming another key is skipped, and the keyid
+    reported is the verifier's own, never the envelope's. The payload type is checked
+    after the signature, as the protocol orders.
     """
     if not isinstance(envelope, dict):
         raise EnvelopeError("not a DSSE envelope (a JSON object is expected)")
@@ -125,6 +126,8 @@ def open_envelope(envelope: Any, verifier: Verifier, *, payload_type: str) -> Op
     for entry in signatures:
         if not isinstance(entry, dict) or "sig" not in entry:
             raise EnvelopeError("a signature entry has no sig")
+        if entry.get("keyid") and entry.get("keyid") != verifier.keyid:
+            continue
         try:
             signature = b64decode(entry["sig"])
         except EnvelopeError:
@@ -132,7 +135,7 @@ def open_envelope(envelope: Any, verifier: Verifier, *, payload_type: str) -> Op
         if verifier.verify(signature, message):
             if kind != payload_type:
                 raise EnvelopeError(f"the payload type is {kind!r}, not {payload_type!r}")
-            return Opened(kind, body, str(entry.get("keyid") or ""))
+            return Opened(kind, body, verifier.keyid)
     raise EnvelopeError(f"no signature verifies with the given key (keyid {verifier.keyid})")
 
 

@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 import httpx2
+from mcp.client.stdio import get_default_environment
 
 from engram_mcp.conformance._connect import Era, Reply, Target
 
@@ -53,9 +54,11 @@ class RawSession:
 
     def open(self) -> None:
         if self.target.kind == "stdio":
+            # As the SDK's own stdio client does: only a safe few variables, never the harness's
+            # whole environment (a CI step's secrets, a signing key), plus the ones the target names.
             self._process = subprocess.Popen(
                 list(self.target.command), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                text=True, encoding="utf-8", errors="replace", env=dict(self.target.env) or None,
+                text=True, encoding="utf-8", errors="replace", env=get_default_environment() | dict(self.target.env),
             )
             threading.Thread(target=self._pump, daemon=True).start()
         else:

@@ -341,6 +341,7 @@ def write_reports(run: Run, directory: Path) -> None:
         "type": "header", **identity(run),
         "eras": list(run.eras), "level": level_of(run), "deep": run.deep,
         "partial": run.selected, "seed": run.seed,
+        "profile_given": bool(run.profile and run.profile.given),  # `conformance sign` rebuilds the predicate
         "examples": run.examples, "strict": run.strict, "unsupported_eras": run.unsupported_eras,
         "started": _utc(run.started_at),
     }

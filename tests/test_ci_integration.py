@@ -157,6 +157,16 @@ def test_the_scripts_pass_shellcheck(where: str, shell: str, script: str, tmp_pa
     assert done.returncode == 0, f"{where}:\n{done.stdout}"
 
 
+def test_the_run_step_never_holds_the_signing_key() -> None:
+    """The target runs under the run step (a stdio target is its child): the key must not be in its environment."""
+    steps = _action()["runs"]["steps"]
+    run = next(s for s in steps if s.get("id") == "run")
+    assert not any("sign-key" in str(value) for value in run.get("env", {}).values())
+    assert "sign" not in run["run"].replace("design", "")
+    signing = next(s for s in steps if s.get("id") == "sign")
+    assert "conformance sign" in signing["run"] and "unset SIGN_KEY" in signing["run"]
+
+
 def test_shellcheck_would_catch_an_input_split_by_accident(tmp_path: Path) -> None:
     """The check above is not vacuous: the run step with one quote removed fails it."""
     run = next(s["run"] for s in _action()["runs"]["steps"] if s.get("id") == "run")
@@ -246,7 +256,7 @@ class ActionRun:
 
     def output(self, name: str) -> str:
         """An output of the action, resolved as GitHub resolves outputs.<name>.value."""
-        return EXPRESSION.sub(lambda m: self.context.get(m.group(1), ""), _action()["outputs"][name]["value"])
+        return _resolve(_action()["outputs"][name]["value"], self.context)
 
 
 def _evaluate(expression: str, context: dict[str, str], failed: bool) -> bool:
@@ -268,12 +278,15 @@ def _evaluate(expression: str, context: dict[str, str], failed: bool) -> bool:
 
 
 def _resolve(value: Any, context: dict[str, str]) -> str:
-    def known(match: re.Match[str]) -> str:
-        name = match.group(1)
+    def one(name: str) -> str:
         if name.startswith("steps.") and name not in context:
             return ""  # as on GitHub: an output a step did not set reads as empty
         assert name in context, f"the emulation does not know ${{{{ {name} }}}}"
         return context[name]
+
+    def known(match: re.Match[str]) -> str:
+        # `a || b`: the first operand that is not empty, as GitHub evaluates it for strings.
+        return next((v for v in (one(n.strip()) for n in match.group(1).split("||")) if v), "")
 
     return EXPRESSION.sub(known, str(value))
 

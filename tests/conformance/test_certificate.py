@@ -131,12 +131,15 @@ def test_the_payload_type_is_authenticated() -> None:
         open_envelope(other, verifier, payload_type=PAYLOAD_TYPE)
 
 
-def test_the_keyid_is_a_hint_only() -> None:
+def test_the_keyid_shown_is_the_verifiers_and_an_entry_naming_another_key_is_refused() -> None:
     signer = Ed25519Signer(Ed25519PrivateKey.generate())
     envelope = sign_envelope(PAYLOAD_TYPE, b"{}", signer)
-    envelope["signatures"][0]["keyid"] = "someone-else"
     verifier = Ed25519Verifier(signer.key.public_key())
-    assert open_envelope(envelope, verifier, payload_type=PAYLOAD_TYPE).body == b"{}"
+    envelope["signatures"][0]["keyid"] = ""
+    assert open_envelope(envelope, verifier, payload_type=PAYLOAD_TYPE).keyid == verifier.keyid
+    envelope["signatures"][0]["keyid"] = "someone-else"
+    with pytest.raises(EnvelopeError, match="no signature verifies"):
+        open_envelope(envelope, verifier, payload_type=PAYLOAD_TYPE)
     assert verifier.keyid == signer.keyid == keyid_of(signer.key.public_key())
 
 
@@ -331,7 +334,7 @@ def test_verify_certificate_prints_what_it_attests(signed: tuple[Path, Path, Pat
     assert "VERDICT: conformant to contract 1.0.0 at the contract level (exit code 0)" in out
     assert out.rstrip().endswith("VERIFIED: a certificate of conformance")
     report.unlink()  # without the report, the subject is not checked, and the output says so
-    assert main(["verify-certificate", str(attestation), "--key", str(public)]) == 0
+    assert main(["verify-certificate", str(attestation), "--key", str(public), "--no-report"]) == 0
     assert "NOT CHECKED" in capsys.readouterr().out
 
 
@@ -434,3 +437,108 @@ def test_a_full_signed_run_of_the_reference_is_a_verified_certificate(tmp_path: 
                               "--key", str(public)], capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "VERIFIED: a certificate of conformance" in checked.stdout
+
+
+# -- review fixes: what the key, the report and the contract must bind ----------------
+
+
+def test_a_raw_stdio_target_does_not_inherit_the_harness_environment(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from engram_mcp.conformance._connect import Target
+    from engram_mcp.conformance._raw import RawSession
+
+    monkeypatch.setenv("SIGN_KEY", "-----BEGIN PRIVATE KEY-----")
+    seen = tmp_path / "seen"
+    probe = ("import os, sys; open(sys.argv[1], 'w').write(os.environ.get('SIGN_KEY', 'absent') + ' ' "
+             "+ os.environ.get('NAMED', 'absent'))")
+    for named, expected in (({}, "absent absent"), ({"NAMED": "yes"}, "absent yes")):
+        session = RawSession(Target("stdio", command=(sys.executable, "-c", probe, str(seen)), env=named),
+                             "modern", 5.0)
+        session.open()
+        assert session._process is not None
+        session._process.wait(timeout=20)
+        session.close()
+        assert seen.read_text() == expected  # the variables the target names, and none of the harness's
+
+
+def test_verify_certificate_without_a_report_is_not_verified(signed: tuple[Path, Path, Path],
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    attestation, public, report = signed
+    report.unlink()
+    assert main(["verify-certificate", str(attestation), "--key", str(public)]) == EXIT_NOT_VERIFIED
+    out = capsys.readouterr().out
+    assert "NOT VERIFIED" in out and "no report was checked" in out
+    assert main(["verify-certificate", str(attestation), "--key", str(public), "--no-report"]) == 0
+    out = capsys.readouterr().out
+    assert "NOT CHECKED" in out and "VERIFIED: a certificate of conformance" not in out
+
+
+def test_in_a_bundle_the_envelope_of_the_report_is_chosen(signed: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    attestation, public, report = signed
+    private = tmp_path / "key.pem"
+    mine = attestation.read_text()
+    other = _statement(attestation)
+    other["subject"][0]["digest"]["sha256"] = "0" * 64
+    other["predicate"]["seed"] = 99
+    first = json.dumps(sign_envelope(PAYLOAD_TYPE, json.dumps(other).encode(), signer_from_file(private)))
+    attestation.write_text(first + "\n" + mine)
+    attested = verify(attestation, verifier_from_file(public))
+    assert attested.report == report and attested.predicate["seed"] == 7
+
+
+def test_a_rewritten_keyid_is_not_shown_as_valid(signed: tuple[Path, Path, Path],
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    attestation, public, _ = signed
+    envelope = _envelope(attestation)
+    envelope["signatures"][0]["keyid"] = "someone-trusted"
+    attestation.write_text(json.dumps(envelope) + "\n")
+    assert main(["verify-certificate", str(attestation), "--key", str(public)]) == EXIT_NOT_VERIFIED
+    assert "someone-trusted" not in capsys.readouterr().out
+    envelope["signatures"][0]["keyid"] = ""  # no hint at all: the verifier's own keyid is shown
+    attestation.write_text(json.dumps(envelope) + "\n")
+    assert main(["verify-certificate", str(attestation), "--key", str(public)]) == 0
+    assert f"keyid {verifier_from_file(public).keyid})" in capsys.readouterr().out
+
+
+def test_another_contract_digest_is_not_verified(signed: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    attestation, public, report = signed
+    _resign(attestation, tmp_path / "key.pem", _set("predicate.contract.digest.sha256", "1" * 64))
+    report.unlink()  # a run judged elsewhere against other contract data: the signature and statement hold
+    with pytest.raises(CertificateError, match="contract data differ"):
+        verify(attestation, verifier_from_file(public))
+
+
+def test_the_json_summary_is_not_conformant_when_signing_failed() -> None:
+    from engram_mcp.conformance._cli import summary_json
+
+    run = _run(conformant=True)
+    assert summary_json(run, 0, None)["conformant"] is True
+    failed_signing = summary_json(run, 3, None)  # the run passed but the asked-for attestation was not written
+    assert failed_signing["conformant"] is False and failed_signing["exit_code"] == 3
+
+
+@pytest.mark.parametrize("conformant", [True, False])
+def test_the_predicate_rebuilt_from_the_report_is_the_runs(tmp_path: Path, conformant: bool) -> None:
+    from datetime import UTC, datetime
+
+    from engram_mcp.conformance._certificate import predicate_of
+    from engram_mcp.conformance._certificate_sign import predicate_from_report
+
+    run = _run(conformant=conformant)
+    run.started_at = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    run.finished_at = datetime(2026, 1, 2, 3, 5, 6, tzinfo=UTC)
+    run.unsupported_eras = {"legacy": "refused"}
+    write_reports(run, tmp_path)
+    assert predicate_from_report((tmp_path / REPORT_FILE).read_bytes()) == predicate_of(run)
+
+
+def test_sign_after_the_run_writes_a_certificate_that_verifies(signed: tuple[Path, Path, Path], tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    attestation, public, report = signed
+    attestation.unlink()
+    assert main(["sign", str(report.parent), "--key", str(tmp_path / "key.pem")]) == 0
+    assert verify(attestation, verifier_from_file(public)).conformant
+    assert main(["sign", str(report.parent), "--key", str(public)]) == 2  # not a private key
+    report.write_text('{"type": "header"}\n')
+    assert main(["sign", str(report.parent), "--key", str(tmp_path / "key.pem")]) == 1
+    assert main(["sign", str(tmp_path / "nowhere"), "--key", str(tmp_path / "key.pem")]) == 2
