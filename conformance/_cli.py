@@ -32,6 +32,7 @@ from engram_mcp.conformance._certificate import (
 )
 from engram_mcp.conformance._certificate_sign import sign_command
 from engram_mcp.conformance._cli_certificate import keygen, verify_certificate
+from engram_mcp.conformance._report import REPORT_FILES
 from engram_mcp.conformance._run import EXIT_UNREACHABLE, EXIT_USAGE, Run, harness_version
 from engram_mcp.contract import load
 
@@ -177,13 +178,13 @@ def run(argv: list[str]) -> int:
             print(f"conformance: {problem}", file=sys.stderr)
             return EXIT_USAGE
     if args.report_dir is not None:
-        # An earlier run's attestation must not sit beside this run's report.
-        try:
-            (args.report_dir / ATTESTATION_FILE).unlink(missing_ok=True)
-        except OSError as problem:
-            print(f"conformance: cannot remove {args.report_dir / ATTESTATION_FILE}: {problem.strerror}",
-                  file=sys.stderr)
-            return EXIT_USAGE
+        # An earlier run's reports must not outlive a run that ends before writing its own.
+        for name in (*REPORT_FILES, ATTESTATION_FILE):
+            try:
+                (args.report_dir / name).unlink(missing_ok=True)
+            except OSError as problem:
+                print(f"conformance: cannot remove {args.report_dir / name}: {problem.strerror}", file=sys.stderr)
+                return EXIT_USAGE
     attestation = None
     with _stdout_to_stderr(args.format == "json"):
         code, finished = _judge(args)

@@ -330,6 +330,10 @@ def identity(run: Run) -> dict[str, Any]:
     }
 
 
+# Every file write_reports() may leave in the report directory.
+REPORT_FILES = ("report.jsonl", "report.md", "certificate.md", "report.html", "junit.xml", "badge.json")
+
+
 def write_reports(run: Run, directory: Path) -> None:
     from engram_mcp.conformance._html import html_report
     from engram_mcp.conformance._junit import junit_report
@@ -364,7 +368,7 @@ def write_reports(run: Run, directory: Path) -> None:
               "requirements": verdicts}
     lines.append(footer)
     jsonl = "".join(json.dumps(x, ensure_ascii=False, sort_keys=True) + "\n" for x in lines)
-    (directory / "report.jsonl").write_text(jsonl, encoding="utf-8")
+    (directory / REPORT_FILES[0]).write_text(jsonl, encoding="utf-8")
     document = markdown_report(run, verdicts, code)
     (directory / "report.md").write_text(document, encoding="utf-8")
     certificate_file = directory / "certificate.md"

@@ -225,6 +225,13 @@ def test_a_run_that_wrote_no_report_still_fails_visibly(tmp_path: Path) -> None:
         "::error title=conformance::conformance wrote no complete report.jsonl (exit 2): see the step's log"]
 
 
+def test_an_earlier_runs_report_is_no_report_for_this_run(tmp_path: Path) -> None:
+    """A stale report.jsonl whose footer gives another exit code does not speak for this run."""
+    stale = [_check("PASS", "ok"), {"type": "footer", "exit_code": 0, "verdict": "VERDICT: conformant"}]
+    assert _annotate(stale, tmp_path, code=2) == [
+        "::error title=conformance::conformance wrote no complete report.jsonl (exit 2): see the step's log"]
+
+
 def test_a_conformant_run_is_a_notice(tmp_path: Path) -> None:
     lines = _annotate([_check("PASS", "ok"), {"type": "footer", "exit_code": 0, "verdict": "VERDICT: conformant"}],
                       tmp_path, code=0)

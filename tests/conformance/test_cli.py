@@ -86,6 +86,21 @@ def test_format_json_says_an_unreachable_target_was_not_judged(tmp_path: Path) -
     assert "Traceback" not in ran.stderr
 
 
+def test_an_earlier_runs_reports_do_not_outlive_a_run_that_was_not_judged(tmp_path: Path) -> None:
+    from engram_mcp.conformance._certificate import ATTESTATION_FILE
+    from engram_mcp.conformance._report import REPORT_FILES
+
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    for name in (*REPORT_FILES, ATTESTATION_FILE):
+        (reports / name).write_text("an earlier run's\n")
+    bad = tmp_path / "profile.toml"
+    bad.write_text("[unknown\n")
+    ran = run([*CONFORMANCE, "--target", "stdio:x", "--profile", str(bad), "--report-dir", str(reports)])
+    assert ran.returncode == 2
+    assert sorted(p.name for p in reports.iterdir()) == []
+
+
 def test_format_json_on_a_usage_error_in_the_run_still_prints_json(tmp_path: Path) -> None:
     """A profile the plugin refuses stops pytest before any run exists: exit 2, and scripts still get JSON."""
     bad = tmp_path / "profile.toml"

@@ -98,12 +98,15 @@ def main(argv: list[str] | None = None) -> int:
         rows = read_report(report) if report.is_file() else []
     except (OSError, ValueError):
         rows = []
+    footer = next((r for r in rows if r.get("type") == "footer"), {})
+    if args.exit_code is not None and footer and footer.get("exit_code") != args.exit_code:
+        rows = []  # an earlier run's report: this run ended before writing its own
     for line in workflow_commands(rows, args.exit_code):
         print(line)
     footer = next((r for r in rows if r.get("type") == "footer"), {})
     _append("GITHUB_OUTPUT", f"verdict={footer.get('verdict') or 'no report'}\n")
     markdown = args.report_dir / "report.md"
-    if markdown.is_file():
+    if rows and markdown.is_file():
         _append("GITHUB_STEP_SUMMARY", markdown.read_text(encoding="utf-8") + "\n")
     return 0
 
