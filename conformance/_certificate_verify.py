@@ -31,6 +31,10 @@ from engram_mcp.contract import load
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
+class UnreadableInput(CertificateError):
+    """A file given to verify cannot be read as text at all: a usage error, not a failed check."""
+
+
 @dataclass
 class Attested:
     """A verified attestation: the key that signed it and what its statement says."""
@@ -140,7 +144,7 @@ def _read_report(report: Path) -> bytes:
     try:
         return report.read_bytes()
     except OSError as problem:
-        raise CertificateError(f"cannot read the report {report}: {problem.strerror}") from None
+        raise UnreadableInput(f"cannot read the report {report}: {problem.strerror}") from None
 
 
 def _report_digest(report: Path) -> str:
@@ -172,7 +176,7 @@ def verify(attestation: Path, verifier: Verifier, report: Path | None = None) ->
     try:
         text = attestation.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
-        raise CertificateError(f"cannot read {attestation}") from None
+        raise UnreadableInput(f"cannot read {attestation} (a UTF-8 text file is expected)") from None
     if report is None and (attestation.parent / REPORT_FILE).is_file():
         report = attestation.parent / REPORT_FILE
     actual = _report_digest(report) if report is not None else None

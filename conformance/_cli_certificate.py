@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from engram_mcp.conformance._certificate import ATTESTATION_FILE, CertificateError, verifier_from_file
-from engram_mcp.conformance._certificate_verify import Attested, describe, verify
+from engram_mcp.conformance._certificate_verify import Attested, UnreadableInput, describe, verify
 from engram_mcp.conformance._dsse import keyid_of, load_public_key, new_key_pair
 from engram_mcp.conformance._run import EXIT_USAGE
 
@@ -31,18 +31,22 @@ def keygen(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     private_path, public_path = args.file, args.file.with_name(args.file.name + ".pub")
     private, public = new_key_pair()
-    try:
-        # O_EXCL: never overwrite a key, and the private half is never readable by others, even briefly.
-        descriptor = os.open(private_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        print(f"conformance: {private_path} exists; keygen never overwrites a key", file=sys.stderr)
+    # O_EXCL: never overwrite either half of a key pair, and the private half is never readable by
+    # others, even briefly. The public file is claimed first so a refusal leaves no orphan private key.
+    for path, mode, data in ((public_path, 0o644, public), (private_path, 0o600, private)):
+        try:
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        except FileExistsError:
+            print(f"conformance: {path} exists; keygen never overwrites a key", file=sys.stderr)
+        except OSError as problem:
+            print(f"conformance: cannot write {path}: {problem.strerror}", file=sys.stderr)
+        else:
+            with os.fdopen(descriptor, "wb") as out:
+                out.write(data)
+            continue
+        if path == private_path:
+            public_path.unlink(missing_ok=True)  # ours, written a moment ago
         return EXIT_USAGE
-    except OSError as problem:
-        print(f"conformance: cannot write {private_path}: {problem.strerror}", file=sys.stderr)
-        return EXIT_USAGE
-    with os.fdopen(descriptor, "wb") as out:
-        out.write(private)
-    public_path.write_bytes(public)
     print(f"private key: {private_path}\npublic key:  {public_path}\nkeyid:       {keyid_of(load_public_key(public))}")
     return 0
 
@@ -86,6 +90,9 @@ def verify_certificate(argv: list[str]) -> int:
             # The signature alone says nothing about which report it attests: never a pass by default.
             raise CertificateError(f"no report was checked: none beside {args.file}; give --report FILE "
                                    "(or --no-report to check the signature only)")
+    except UnreadableInput as problem:
+        print(f"conformance: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     except CertificateError as problem:
         attested = None
         code, lines = EXIT_NOT_VERIFIED, [f"NOT VERIFIED: {problem}"]

@@ -542,3 +542,20 @@ def test_sign_after_the_run_writes_a_certificate_that_verifies(signed: tuple[Pat
     report.write_text('{"type": "header"}\n')
     assert main(["sign", str(report.parent), "--key", str(tmp_path / "key.pem")]) == 1
     assert main(["sign", str(tmp_path / "nowhere"), "--key", str(tmp_path / "key.pem")]) == 2
+
+
+def test_an_unreadable_attestation_or_report_is_a_usage_error(signed: tuple[Path, Path, Path],
+                                                              tmp_path: Path) -> None:
+    attestation, public, report = signed
+    assert main(["verify-certificate", str(attestation), "--key", str(public), "--report", str(tmp_path)]) == 2
+    binary = tmp_path / "binary.jsonl"
+    binary.write_bytes(b"\xff\xfe\x00not text")
+    assert main(["verify-certificate", str(binary), "--key", str(public)]) == 2
+
+
+def test_keygen_never_overwrites_an_existing_public_key(tmp_path: Path) -> None:
+    key = tmp_path / "signing.pem"
+    public = key.with_name("signing.pem.pub")
+    public.write_text("someone's published key\n")
+    assert main(["keygen", str(key)]) == 2
+    assert public.read_text() == "someone's published key\n" and not key.exists()
