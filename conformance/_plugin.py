@@ -164,6 +164,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = keep
 
 
+def pytest_deselected(items: Sequence[pytest.Item]) -> None:
+    """A check dropped by pytest's own filters (-k, -m, --deselect) makes the run partial, as --select does.
+
+    The plugin's own deselection of an unreachable target's checks is not a selection: the
+    run is judged unreachable instead.
+    """
+    run = run_of(items[0].config) if items else None
+    if run is not None and not run.unreachable and any(_check_marker(item) for item in items):
+        run.selected = True
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     run = run_of(session.config)
     if run is None or not session.items:

@@ -546,7 +546,7 @@ def test_sign_after_the_run_writes_a_certificate_that_verifies(signed: tuple[Pat
 
 def test_an_unreadable_attestation_or_report_is_a_usage_error(signed: tuple[Path, Path, Path],
                                                               tmp_path: Path) -> None:
-    attestation, public, report = signed
+    attestation, public, _ = signed
     assert main(["verify-certificate", str(attestation), "--key", str(public), "--report", str(tmp_path)]) == 2
     binary = tmp_path / "binary.jsonl"
     binary.write_bytes(b"\xff\xfe\x00not text")

@@ -135,9 +135,20 @@ def test_run_suite_returns_the_verdict_and_a_run_that_names_itself(configuration
     assert len(set(cases["legacy"])) == 9 and cases["legacy"] == cases["modern"]
 
 
+def test_checks_dropped_by_pytests_own_filters_make_the_run_partial(configuration: Path) -> None:
+    profile = configuration / "conformance-profile.toml"
+    outcome = run_suite(["--target", _target(configuration), "--profile", str(profile), "--era", "modern",
+                         "-k", "test_an_unavailable_tool_is_the_unknown_tool_error and unknown"], quiet=True)
+    run = outcome.run
+    assert run is not None and run.results and run.select == ()
+    assert run.selected  # reported as partial: never a full run, never a certificate
+    assert outcome.exit_code != 0
+
+
 def test_an_unreachable_target_is_judged_not_a_pytest_error(tmp_path: Path) -> None:
     outcome = run_suite(["--target", "stdio:/nonexistent/engram-server", "--era", "legacy"], quiet=True)
     assert outcome.exit_code == 3 and outcome.run is not None and outcome.run.unreachable
+    assert not outcome.run.selected  # the plugin's own deselection of every check is not a selection
     assert outcome.run.results == [] and outcome.run.server_info == {}
 
 
