@@ -150,6 +150,8 @@ def _banner(run: Run, code: int) -> str:
         facts.append(("Not judged", run.unreachable))
     rows = "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in facts)
     colour = _VERDICT_COLOURS.get(code, "#616161")
+    if code == 0 and any(r.status is Status.XFAIL for r in run.results):
+        colour = _VERDICT_COLOURS[4]  # exit 0 on a baseline is not conformant: orange, as the badge says
     return (f"<header class='banner' id='verdict' style='background:{colour}'>"
             f"<h1>{escape(verdict_line(run, code))}</h1><dl>{rows}</dl></header>")
 

@@ -86,6 +86,26 @@ def test_an_unreachable_run_says_so_in_the_banner(tmp_path: Path) -> None:
     assert "the target exited before answering initialize &lt;exit 127&gt;" in page  # escaped, never markup
 
 
+def test_a_run_green_only_by_its_baseline_has_no_green_banner() -> None:
+    from engram_mcp.conformance._checks import SOURCES_SCORED
+    from engram_mcp.conformance._html import _VERDICT_COLOURS, html_report
+    from engram_mcp.conformance._report import exit_code, requirement_verdicts
+    from engram_mcp.contract import load
+
+    run = Run(target=parse_target("stdio:my-server"), profile=None, host=None, confirmer=None,  # type: ignore[arg-type]
+              eras=("legacy",), seed=0, examples=1, strict=False, baseline=frozenset(), report_dir=None, timeout=1.0)
+    run.results += [Result(f"synthetic.{r['id'].lower()}", (r["id"],), None, Status.PASS, "n", 0.0)
+                    for r in load().requirements["requirements"]
+                    if r["level"] in ("MUST", "MUST NOT") and r["status"] == "established" and r["observable"]
+                    and r["source"] in SOURCES_SCORED["contract"]]
+    run.results.append(Result("search.limit", ("EMC-SRCH-003",), "legacy", Status.XFAIL, "n", 0.0, "known"))
+    code = exit_code(run)
+    assert code == 0
+    page = html_report(run, requirement_verdicts(run), code)
+    banner = re.search(r"<header class='banner' id='verdict' style='background:([^']+)'>", page)
+    assert banner is not None and banner.group(1) != _VERDICT_COLOURS[0]
+
+
 def test_only_the_requirement_the_failing_case_breaks_is_blamed(tmp_path: Path) -> None:
     _, page = failing_run(tmp_path)
     footer = (page.parent / "report.jsonl").read_text(encoding="utf-8").splitlines()

@@ -123,6 +123,17 @@ def test_a_conformant_run_passes_its_verdict(schema: xmlschema.XMLSchema) -> Non
     assert not any(c.find("failure") is not None for c in root.iter("testcase"))
 
 
+def test_a_run_green_only_by_its_baseline_fails_its_verdict(schema: xmlschema.XMLSchema) -> None:
+    expected = Result("search.limit", ("EMC-SRCH-003",), "legacy", Status.XFAIL, "n", 0.0, "known failure")
+    run = bare_run([*all_passing(), expected])
+    assert exit_code(run) == 0  # the baseline keeps the job green ...
+    data, root = document(run)
+    schema.validate(data.decode("utf-8"))
+    failure = verdict_case(root).find("failure")  # ... but the run is not conformant, and run.verdict says so
+    assert failure is not None and failure.get("type") == "exit 0 with expected failures"
+    assert "not conformant" in failure.get("message", "")
+
+
 def test_text_xml_cannot_carry_is_escaped(schema: xmlschema.XMLSchema) -> None:
     odd = "control \x01 char, lone \ud800 surrogate, form feed \x0c"
     run = bare_run([Result("arguments.nfc", ("EMC-ENC-002",), "legacy", Status.FAIL, "n", 0.1, odd,
