@@ -428,3 +428,39 @@ def test_the_gitlab_job_runs_the_harness_and_leaves_its_junit(home: Path, tmp_pa
     junit = tmp_path / job["artifacts"]["reports"]["junit"].replace("$CONFORMANCE_REPORT_DIR",
                                                                      variables["CONFORMANCE_REPORT_DIR"])
     assert junit.is_file() and "discovery.unknown-tool" in junit.read_text(encoding="utf-8")
+
+
+def test_the_action_scripts_need_no_bash_newer_than_macos_ships() -> None:
+    """macOS runners have bash 3.2: no mapfile/readarray, and no bare "${empty[@]}" under set -u."""
+    for step in _action()["runs"]["steps"]:
+        script = step.get("run", "")
+        assert "mapfile" not in script and "readarray" not in script, step["name"]
+
+
+def test_the_gitlab_sign_job_signs_the_finished_report(tmp_path: Path) -> None:
+    from engram_mcp.conformance._connect import parse_target
+    from engram_mcp.conformance._report import write_reports
+    from engram_mcp.conformance._run import Run
+
+    template = _load_yaml(GITLAB_TEMPLATE.read_text(encoding="utf-8"))
+    job = template["engram-conformance-sign"]
+    assert job["needs"] == [{"job": "engram-conformance", "artifacts": True}] and job["when"] == "always"
+    assert "CONFORMANCE_SIGN_KEY" not in " ".join(template["engram-conformance"]["script"][1:]).replace(
+        "unset CONFORMANCE_SIGN_KEY", "")
+    run = Run(target=parse_target("stdio:my-server"), profile=None, host=None, confirmer=None,  # type: ignore[arg-type]
+              eras=("legacy",), seed=0, examples=1, strict=False, baseline=frozenset(), report_dir=None, timeout=1.0)
+    reports = tmp_path / template["variables"]["CONFORMANCE_REPORT_DIR"]
+    write_reports(run, reports)
+    _, public = _keygen(tmp_path)
+    lines = [line for line in job["script"] if not line.startswith("python -m pip install")]
+    env = {**os.environ, **template["variables"], "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    unsigned = subprocess.run(["sh", "-ec", "\n".join(lines)], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=60, env=env)
+    assert unsigned.returncode == 0 and not (reports / "report.jsonl.intoto.jsonl").exists()
+    signed = subprocess.run(["sh", "-ec", "\n".join(lines)], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                            env={**env, "CONFORMANCE_SIGN_KEY": str(tmp_path / "signing.pem")})
+    assert signed.returncode == 0, signed.stderr
+    verified = subprocess.run([sys.executable, "-m", "engram_mcp.conformance", "verify-certificate",
+                               str(reports / "report.jsonl.intoto.jsonl"), "--key", str(public)],
+                              capture_output=True, text=True, timeout=60)
+    assert verified.returncode == 6 and "signature: valid" in verified.stdout, verified.stdout + verified.stderr
