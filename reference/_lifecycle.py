@@ -62,6 +62,10 @@ log = logging.getLogger("engram_mcp.reference")
 AUDIT_IN_TRANSACTION: ContextVar[Callable[[StoreTransaction], None] | None] = ContextVar(
     "audit_in_transaction", default=None
 )
+# The call's last word, asked at the top of each mutation's unit of work once the store's lock is held: a
+# cancellation, deadline or execution window that passed while the call waited for the lock raises its Refusal
+# there, and the unit rolls back with nothing committed (EMC-HP-055, EMC-HP-056, EMC-HP-066).
+MUTATION_GUARD: ContextVar[Callable[[], None] | None] = ContextVar("mutation_guard", default=None)
 # A change: the value to answer and reserve, and the erasure it queued (if any), from inside the unit of work.
 Change = Callable[[StoreTransaction], tuple[dict[str, Any], int | None]]
 
@@ -103,7 +107,11 @@ class Lifecycle:
     ) -> tuple[dict[str, Any], int | None]:
         """Replay or apply ``change`` under the caller's idempotency key, in one unit of work with its audit row."""
 
+        guard = MUTATION_GUARD.get()
+
         def unit(tx: StoreTransaction) -> tuple[dict[str, Any], int | None]:
+            if guard is not None:
+                guard()
             replay = self.replay_of(tx, tool, caller, args)
             if replay is not None:
                 outcome: tuple[dict[str, Any], int | None] = (replay, None)

@@ -125,6 +125,31 @@ def dead_copies(url: str, needle: bytes) -> int:
         return found
 
 
+def index_copies(url: str, needle: bytes) -> int:
+    """Pages of the GIN index ``records_search`` whose bytes contain ``needle`` (a word indexed as a key)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        schema = conn.execute("SELECT current_schema()").fetchone()[0]
+        conn.execute(f"CREATE EXTENSION IF NOT EXISTS pageinspect SCHEMA {schema}")
+        pages = conn.execute(
+            "SELECT pg_relation_size('records_search') / current_setting('block_size')::int"
+        ).fetchone()[0]
+        return sum(needle in bytes(conn.execute("SELECT get_raw_page('records_search', %s)", (page,)).fetchone()[0])
+                   for page in range(pages))
+
+
+def test_an_erasure_is_complete_only_once_the_search_index_has_forgotten_its_words(
+    stores: list[PostgresStore], fresh_postgres_url: str
+) -> None:
+    store = stores[0]
+    admit(store, SCOPE, "r-kept", "harmless words")
+    admit(store, SCOPE, "r-erased", "xylophonist quagmire")
+    assert index_copies(fresh_postgres_url, b"xylophonist") >= 1
+    store.transaction(lambda tx: tx.forget(SCOPE, "r-erased", "keyed"))
+    assert store.flush_residues() is True
+    assert index_copies(fresh_postgres_url, b"xylophonist") == 0, "VACUUM leaves a GIN key behind"
+    assert index_copies(fresh_postgres_url, b"harmless") >= 1
+
+
 def test_an_erasure_is_complete_only_once_no_snapshot_can_read_the_old_row(
     stores: list[PostgresStore], fresh_postgres_url: str
 ) -> None:
