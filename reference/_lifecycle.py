@@ -440,6 +440,7 @@ def _record(effective: dict[str, Any], digest_of_payload: str, now: datetime, cu
 def purge_horizon(now: datetime) -> str:
     """Consumed confirmation ids older than this can no longer be replayed (see ``Engine.consume_state``)."""
     # A host reference may be approved up to the skew ahead of the clock and honoured up to the skew past its
-    # expiry, so its id must outlive the TTL by twice the skew.
-    return instant(now - timedelta(seconds=CONFIRMATION_TTL_MAX + 2 * BINDING_CLOCK_SKEW))
+    # expiry, so its id must outlive the TTL by twice the skew; one skew more because on a shared store the
+    # replica that purges may run on a clock that far ahead of the one that honoured the reference.
+    return instant(now - timedelta(seconds=CONFIRMATION_TTL_MAX + 3 * BINDING_CLOCK_SKEW))
 

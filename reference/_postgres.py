@@ -105,7 +105,7 @@ class PostgresStore:
                     conn, "SELECT pg_has_role(current_user, 'pg_read_all_stats', 'USAGE')::int"
                 ))
             self._pool.open(wait=True, timeout=connect_timeout)
-        except (PoolTimeout, psycopg.OperationalError):
+        except (PoolTimeout, psycopg.Error):  # a psycopg message may quote the URL, password included
             self._pool.close()
             raise StoreUnavailable("the PostgreSQL store cannot be reached") from None
         self.erasures = ErasureLedger(self, retry_interval=erasure_retry_interval)

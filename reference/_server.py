@@ -229,7 +229,7 @@ class ReferenceServer:
         audit_id = binding.audit_id
         inline = _InlineAudit(self.audit, audit_id, binding, tool)
         try:
-            if deadline_passed(binding):  # on arrival: nothing is read or written (EMC-HP-055)
+            if deadline_passed(binding):  # on arrival: nothing is read or written (EMC-HP-054)
                 result: Outcome | types.InputRequiredResult = Outcome(code="DEADLINE_EXCEEDED")
             else:
                 _INLINE_AUDIT.set(inline)
@@ -238,7 +238,7 @@ class ReferenceServer:
             await self._audit_quietly(binding, tool, str(refusal.error.code))
             raise
         except anyio.get_cancelled_exc_class():
-            # notifications/cancelled: the SDK drops the answer; the journal still records the call (EMC-HP-058).
+            # notifications/cancelled: the SDK drops the answer; the journal still records the call (EMC-HP-056).
             with anyio.CancelScope(shield=True):
                 await self._audit_quietly(binding, tool, "cancelled")
             raise
@@ -273,7 +273,7 @@ class ReferenceServer:
         if _purpose(tool, arguments) not in (None, binding.purpose_ref):
             raise _protocol_error(_UNTRUSTED)
         if tool == "engram_memory_capture" and not self.config.may_capture(scope_of(binding), binding.principal):
-            return Outcome(code="UNAUTHORIZED")  # granted the tool, not the authority in this scope (EMC-HP-059)
+            return Outcome(code="UNAUTHORIZED")  # granted the tool, not the authority in this scope (EMC-HP-057)
         if _CONTRACT.tools[tool].idempotent:
             replay = await anyio.to_thread.run_sync(self.engine.replay, tool, binding, arguments)
             if replay is not None:

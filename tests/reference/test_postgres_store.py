@@ -190,3 +190,22 @@ def test_replicas_starting_together_migrate_once(fresh_postgres_url: str) -> Non
     finally:
         for store in opened:
             store.close()
+
+
+def test_a_search_whose_words_all_drop_out_matches_nothing(stores: list[PostgresStore]) -> None:
+    """As on SQLite: a query left with no lexeme must not reduce to the scope's term and match all of it."""
+    admit(stores[0], SCOPE, "r-any", "ordinary words")
+    with stores[0].snapshot() as reader:
+        assert reader.search(SCOPE, ["_"], 1, 10) == []
+        assert reader.search(SCOPE, ["ordinary"], 1, 10) == ["r-any"]
+
+
+def test_verify_reports_a_postgresql_schema_not_at_the_current_version(
+    make_reference_dir: Any, fresh_postgres_url: str
+) -> None:
+    from engram_mcp.reference._config import load_config
+    from engram_mcp.reference._verify import verify_store
+
+    ref = make_reference_dir()
+    ref.edit(lambda data: data.update(store={"url": fresh_postgres_url}))  # a schema this server never migrated
+    assert verify_store(load_config(ref.config)) == ["the store schema is not at the current version"]
