@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 import os
 import re
 import secrets
@@ -128,16 +129,40 @@ class Binding:
 class TrustedHost:
     """A host key from the server's configuration, with the issuers and tenants it is trusted for.
 
-    A server configuration always names both (EMC-HP-008); None survives only for
-    unit tests that exercise the other claims. ``scopes`` narrows further, to
-    (tenant, workspace) pairs.
+    Both are required (EMC-HP-008): a key trusted for "anything" does not exist.
+    ``scopes`` narrows further, to (tenant, workspace) pairs.
     """
 
     public_key: Ed25519PublicKey
-    issuer: str | None = None
-    scopes: frozenset[tuple[str, str]] | None = None  # (tenant, workspace) pairs; None: any scope
-    issuers: frozenset[str] | None = None
-    tenants: frozenset[str] | None = None
+    issuers: frozenset[str]
+    tenants: frozenset[str]
+    scopes: frozenset[tuple[str, str]] | None = None  # (tenant, workspace) pairs; None: any scope in its tenants
+
+
+def _trusted_for(host: TrustedHost, iss: Any, tenant: str, workspace: str) -> BindingReason | None:
+    """Why this key may not speak for (iss, tenant, workspace), or None when it may.
+
+    Bindings and confirmation references both pass here, so a reference's key
+    answers for the issuer it names and for the tenant of the binding it approves.
+    """
+    if iss not in host.issuers:
+        return "wrong_issuer"
+    if tenant not in host.tenants:
+        return "tenant_not_trusted"
+    if host.scopes is not None and (tenant, workspace) not in host.scopes:
+        return "scope_not_served"
+    return None
+
+
+def _all_finite(value: Any) -> bool:
+    """Whether no number anywhere in a decoded claim set is NaN or infinite (JSON parsers let them through)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_all_finite(v) for v in value.values())
+    if isinstance(value, list):
+        return all(_all_finite(v) for v in value)
+    return True
 
 
 # -- keys ------------------------------------------------------------------
@@ -218,7 +243,7 @@ def mint_binding(
 
 
 def _signed_claims(
-    token: str, trusted_keys: Mapping[str, Ed25519PublicKey | TrustedHost], token_type: str
+    token: str, trusted_keys: Mapping[str, TrustedHost], token_type: str
 ) -> tuple[dict[str, Any], TrustedHost]:
     """The claims of a compact JWS of this type signed by a trusted host key, or BindingRejected.
 
@@ -235,10 +260,8 @@ def _signed_claims(
     if set(header) != _BINDING_HEADER:
         raise BindingRejected("malformed")
     host = trusted_keys.get(header["kid"]) if isinstance(header["kid"], str) else None
-    if host is None:
+    if not isinstance(host, TrustedHost):
         raise BindingRejected("untrusted_key")
-    if isinstance(host, Ed25519PublicKey):
-        host = TrustedHost(host)
 
     try:
         # Only the signature is PyJWT's job: the callers' claim checks use the
@@ -262,12 +285,14 @@ def _signed_claims(
         raise BindingRejected("bad_signature") from None
     except jwt.PyJWTError:
         raise BindingRejected("malformed") from None
+    if not _all_finite(claims):
+        raise BindingRejected("bad_claims")
     return claims, host
 
 
 def verify_binding(
     token: str | None,
-    trusted_keys: Mapping[str, Ed25519PublicKey | TrustedHost],
+    trusted_keys: Mapping[str, TrustedHost],
     *,
     audience: str,
     now: float | None = None,
@@ -281,11 +306,9 @@ def verify_binding(
 
     if not _claims_validator.is_valid(claims) or claims["exp"] <= claims["iat"]:
         raise BindingRejected("bad_claims")
-    if (host.issuer is not None and claims["iss"] != host.issuer) or (
-            host.issuers is not None and claims["iss"] not in host.issuers):
-        raise BindingRejected("wrong_issuer")
-    if host.tenants is not None and claims["tenant"] not in host.tenants:
-        raise BindingRejected("tenant_not_trusted")
+    untrusted = _trusted_for(host, claims["iss"], claims["tenant"], claims["workspace"])
+    if untrusted is not None and untrusted != "scope_not_served":
+        raise BindingRejected(untrusted)
     if claims["aud"] != audience:
         raise BindingRejected("wrong_audience")
     if claims["exp"] - claims["iat"] > BINDING_MAX_LIFETIME:
@@ -295,7 +318,7 @@ def verify_binding(
         raise BindingRejected("expired")
     if max(claims["iat"], claims.get("nbf", 0)) > clock + BINDING_CLOCK_SKEW:
         raise BindingRejected("not_yet_valid")
-    if host.scopes is not None and (claims["tenant"], claims["workspace"]) not in host.scopes:
+    if untrusted is not None:
         raise BindingRejected("scope_not_served")
 
     return Binding(
@@ -675,7 +698,7 @@ def _refused(reason: str) -> ReferenceVerdict:
 
 def check_reference(  # noqa: PLR0911 - one refusal per reason, in the order they are judged
     token: Any,
-    trusted_keys: Mapping[str, Ed25519PublicKey | TrustedHost],
+    trusted_keys: Mapping[str, TrustedHost],
     *,
     audience: str,
     tool: str,
@@ -697,8 +720,9 @@ def check_reference(  # noqa: PLR0911 - one refusal per reason, in the order the
         return _refused(rejected.reason)
     if not _reference_validator.is_valid(claims) or claims["exp"] <= claims["approved_at"]:
         return _refused("bad_claims")
-    if host.issuer is not None and claims["iss"] != host.issuer:
-        return _refused("wrong_issuer")
+    untrusted = _trusted_for(host, claims["iss"], binding.tenant, binding.workspace)
+    if untrusted is not None:
+        return _refused(untrusted)
     if claims["aud"] != audience:
         return _refused("wrong_audience")
     # In whole milliseconds: NumericDates with fractions must not fail the ceiling on a float rounding.
@@ -715,8 +739,17 @@ def check_reference(  # noqa: PLR0911 - one refusal per reason, in the order the
         return _refused("target_mismatch")
     if claims["operation_digest"] != operation_digest(tool, target, arguments, binding):
         return _refused("operation_mismatch")
-    # Namespaced by key id: each host picks its own ids, and they never meet a sealed state's nonce.
-    return ReferenceVerdict(True, None, f"ref:{host_kid(token)}:{claims['jti']}", float(claims["approved_at"]))
+    return ReferenceVerdict(True, None, reference_consume_id(host_kid(token), claims["jti"]),
+                            float(claims["approved_at"]))
+
+
+def reference_consume_id(kid: str, jti: str) -> str:
+    """The single-use id of a reference: namespaced by key id, since each host picks its own jti values.
+
+    A digest of both, canonically encoded, so no kid or jti (':' included) can forge another pair's id;
+    the prefix keeps it apart from a sealed state's nonce.
+    """
+    return "ref:" + profile_digest("confirmation-reference-id", {"kid": kid, "jti": jti}).removeprefix("sha256:")
 
 
 def _ms(seconds: float) -> int:

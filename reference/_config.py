@@ -43,7 +43,7 @@ class ScopeConfig:
     memory: bool
     grants: Mapping[str, frozenset[str]]  # principal -> tools
     policy: ScopePolicy
-    # Principals granted capture who lack the authority to capture here: UNAUTHORIZED, not -32602 (EMC-HP-059).
+    # Principals granted capture who lack the authority to capture here: UNAUTHORIZED, not -32602 (EMC-HP-057).
     capture_denied: frozenset[str] = frozenset()
 
 
@@ -155,8 +155,18 @@ def _optional(table: Mapping[str, Any], key: str, kind: type, default: Any, wher
     return _require(table, key, kind, where) if key in table else default
 
 
+SCOPE_KEYS = frozenset({
+    "tenant", "workspace", "memory", "principals", "admission_policy", "consented_families",
+    "retention_ceiling_seconds", "allow_retain", "confirm_capture", "confirm_admission", "confirmation_ttl_seconds",
+    "capture_denied_principals",
+})
+
+
 def _scope(entry: Mapping[str, Any], index: int) -> ScopeConfig:
     where = f"scopes[{index}]"
+    misspelt = sorted(set(entry) - SCOPE_KEYS)  # a misspelt key (say, an authority) must not fail open
+    if misspelt:
+        raise ConfigError(f"{where}: unknown setting '{misspelt[0]}'")
     contract = load()
     ttl_max = contract.limit("confirmation.ttl.max")
     ttl = _optional(entry, "confirmation_ttl_seconds", int, ttl_max, where)
@@ -307,4 +317,21 @@ def _store_url(table: Mapping[str, Any]) -> str | None:
     url = _optional(table, "url", str, None, "store")
     if url is not None and not url.startswith(STORE_SCHEMES):
         raise ConfigError("store: 'url' must start with sqlite:, postgresql:// or postgres://")
+    if url is not None and url.startswith("sqlite:") and url != "sqlite:":
+        # The SQLite store's place is the server directory's; a path here would be silently ignored.
+        raise ConfigError("store: 'url' for SQLite is exactly sqlite:, with nothing after it")
+    if url is not None and not url.startswith("sqlite:"):
+        _parses_as_postgres(url)
     return None if url is None or url.startswith("sqlite:") else url
+
+
+def _parses_as_postgres(url: str) -> None:
+    """A URL libpq would refuse is refused here, by a constant message: its text may hold a password."""
+    try:
+        from psycopg.conninfo import conninfo_to_dict  # only a PostgreSQL deployment needs psycopg
+
+        conninfo_to_dict(url)
+    except ImportError:
+        return  # the store itself reports the missing driver
+    except Exception:
+        raise ConfigError("store: 'url' is not a valid PostgreSQL URL") from None

@@ -21,7 +21,7 @@ from engram_mcp.reference import _search as search_index
 from engram_mcp.reference._crypto import DigestKeyer, derive_key
 from engram_mcp.reference._envelope import Outcome, Refusal
 from engram_mcp.reference._journal import scope_of
-from engram_mcp.reference._lifecycle import AUDIT_IN_TRANSACTION, Lifecycle, ScopePolicy, purge_horizon
+from engram_mcp.reference._lifecycle import AUDIT_IN_TRANSACTION, MUTATION_GUARD, Lifecycle, ScopePolicy, purge_horizon
 from engram_mcp.reference._periodic import Periodic
 from engram_mcp.reference._ports import Cipher, MemoryStore, Scope, StoreTransaction
 from engram_mcp.reference._quotas import CallWindow, ResourceLimits
@@ -67,15 +67,20 @@ class Engine:
 
     def call(
         self, tool: str, caller: Binding, arguments: dict[str, Any], now: datetime,
-        audit: Callable[[StoreTransaction], None] | None = None,
+        audit: Callable[[StoreTransaction], None] | None = None, guard: Callable[[], None] | None = None,
     ) -> Outcome:
         """Run one operation. ``audit`` writes the call's audit row; a mutation that succeeds writes it inside
-        its own unit of work (a refusal rolls it back with everything else, so the edge audits that itself)."""
+        its own unit of work (a refusal rolls it back with everything else, so the edge audits that itself).
+        ``guard`` is asked once the mutation holds the store's lock, and refuses by raising a Refusal."""
         token = AUDIT_IN_TRANSACTION.set(audit)
         try:
             if self.contract.tools[tool].mutability != "read-only":
                 self._sweep(now)
-            return Outcome(value=self._operations[tool](caller, arguments, now))
+            guarded = MUTATION_GUARD.set(guard)  # after the sweep: the guard judges the caller's unit, not the sweep's
+            try:
+                return Outcome(value=self._operations[tool](caller, arguments, now))
+            finally:
+                MUTATION_GUARD.reset(guarded)
         except Refusal as refusal:
             return Outcome(code=refusal.code)
         finally:

@@ -62,6 +62,10 @@ log = logging.getLogger("engram_mcp.reference")
 AUDIT_IN_TRANSACTION: ContextVar[Callable[[StoreTransaction], None] | None] = ContextVar(
     "audit_in_transaction", default=None
 )
+# The call's last word, asked at the top of each mutation's unit of work once the store's lock is held: a
+# cancellation, deadline or execution window that passed while the call waited for the lock raises its Refusal
+# there, and the unit rolls back with nothing committed (EMC-HP-055, EMC-HP-056, EMC-HP-066).
+MUTATION_GUARD: ContextVar[Callable[[], None] | None] = ContextVar("mutation_guard", default=None)
 # A change: the value to answer and reserve, and the erasure it queued (if any), from inside the unit of work.
 Change = Callable[[StoreTransaction], tuple[dict[str, Any], int | None]]
 
@@ -103,7 +107,11 @@ class Lifecycle:
     ) -> tuple[dict[str, Any], int | None]:
         """Replay or apply ``change`` under the caller's idempotency key, in one unit of work with its audit row."""
 
+        guard = MUTATION_GUARD.get()
+
         def unit(tx: StoreTransaction) -> tuple[dict[str, Any], int | None]:
+            if guard is not None:
+                guard()
             replay = self.replay_of(tx, tool, caller, args)
             if replay is not None:
                 outcome: tuple[dict[str, Any], int | None] = (replay, None)
@@ -432,6 +440,7 @@ def _record(effective: dict[str, Any], digest_of_payload: str, now: datetime, cu
 def purge_horizon(now: datetime) -> str:
     """Consumed confirmation ids older than this can no longer be replayed (see ``Engine.consume_state``)."""
     # A host reference may be approved up to the skew ahead of the clock and honoured up to the skew past its
-    # expiry, so its id must outlive the TTL by twice the skew.
-    return instant(now - timedelta(seconds=CONFIRMATION_TTL_MAX + 2 * BINDING_CLOCK_SKEW))
+    # expiry, so its id must outlive the TTL by twice the skew; one skew more because on a shared store the
+    # replica that purges may run on a clock that far ahead of the one that honoured the reference.
+    return instant(now - timedelta(seconds=CONFIRMATION_TTL_MAX + 3 * BINDING_CLOCK_SKEW))
 

@@ -24,10 +24,11 @@ than the flush's start is held anywhere (other sessions, prepared transactions,
 replication slots and standbys' feedback), and VACUUM of the erasing tables
 then ran to the end without leaving a dead tuple behind for a pinned page. The
 role must see other sessions' snapshots (superuser or ``pg_read_all_stats``);
-otherwise nothing can be proved and every erasure stays ``pending``. What
-VACUUM cannot do is documented in the README: WAL segments keep page images
-until they are recycled, freed space inside a page is not zeroed, and the GIN
-index keeps a word as a key (pointing at no row) until it is rebuilt.
+otherwise nothing can be proved and every erasure stays ``pending``. VACUUM
+leaves a GIN index's keys (the erased words) in place, so the flush then
+rebuilds the search index with REINDEX before it answers True. What is
+documented in the README as out of reach: WAL segments keep page images
+until they are recycled, and freed space inside a page is not zeroed.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ RETRY_BACKOFF = 0.005  # seconds, doubled per attempt, jittered so that racing r
 FLUSH_RETRY_DELAYS = (0.0, 0.02, 0.05, 0.1)
 ERASURE_RETRY_INTERVAL = 1.0
 VACUUMED = ("candidates", "records")  # the tables an erasure rewrites rows of
+SEARCH_INDEX = "records_search"  # the GIN index of records' words, rebuilt by each flush
 FLUSH_LOCK_TIMEOUT = "500ms"  # VACUUM gives up (pending, retried later) rather than queue behind another one
 _MISSED = "not removed due to cleanup lock contention"  # VACUUM VERBOSE's report of dead tuples it had to leave
 
@@ -103,7 +105,7 @@ class PostgresStore:
                     conn, "SELECT pg_has_role(current_user, 'pg_read_all_stats', 'USAGE')::int"
                 ))
             self._pool.open(wait=True, timeout=connect_timeout)
-        except (PoolTimeout, psycopg.OperationalError):
+        except (PoolTimeout, psycopg.Error):  # a psycopg message may quote the URL, password included
             self._pool.close()
             raise StoreUnavailable("the PostgreSQL store cannot be reached") from None
         self.erasures = ErasureLedger(self, retry_interval=erasure_retry_interval)
@@ -168,6 +170,10 @@ class PostgresStore:
                 conn.execute(f"VACUUM (FREEZE, VERBOSE, INDEX_CLEANUP ON) {table}")
             if any(_MISSED in notice for notice in notices):
                 return False
+            # VACUUM removes a GIN index's row pointers but never its keys: the erased words would stay in the
+            # index, so it is rebuilt from the live rows (a plain REINDEX: a failed CONCURRENTLY would leave
+            # an invalid copy holding the same words behind).
+            conn.execute(f"REINDEX INDEX {SEARCH_INDEX}")
             return not self._older_snapshots(conn, horizon)
 
     @staticmethod

@@ -92,7 +92,8 @@ def _tsquery(tokens: Sequence[str]) -> str:
 # this scope's matches are read and ranked; ts_rank scores the words alone.
 SEARCH_SQL = (
     f"SELECT record_id FROM records, to_tsquery('{SEARCH_CONFIG}', %s) AS q "
-    "WHERE tenant = %s AND workspace = %s AND state = 'accepted_current' AND search @@ (q && %s::tsquery) "
+    "WHERE numnode(q) > 0 AND tenant = %s AND workspace = %s AND state = 'accepted_current' "
+    "AND search @@ (q && %s::tsquery) "
     "AND valid_from <= %s AND (valid_to IS NULL OR valid_to >= %s) AND (expires_at IS NULL OR expires_at > %s) "
     f"ORDER BY ts_rank({_RANK_WEIGHTS}, search, q, {RANK_NORMALIZATION}) DESC, record_id LIMIT %s"
 )

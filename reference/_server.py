@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import logging
 import secrets
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from functools import partial
@@ -48,7 +49,7 @@ from engram_mcp.contract.binding import (
 from engram_mcp.reference._audit import AuditJournal
 from engram_mcp.reference._config import ServerConfig
 from engram_mcp.reference._core import Engine, scope_of
-from engram_mcp.reference._envelope import Outcome, envelope, tool_result
+from engram_mcp.reference._envelope import Outcome, Refusal, envelope, tool_result
 from engram_mcp.reference._ports import StoreTransaction
 from engram_mcp.reference._wiring import ServerPorts, build_ports
 
@@ -108,6 +109,27 @@ def _journal_id(binding: Binding) -> str:
     """The journal's id of a call: the host's auditId, or, for a call refused without one, a local id
     that never reaches a client."""
     return binding.audit_id or "unnamed_" + secrets.token_hex(16)
+
+
+async def _in_worker(cancelled: threading.Event, work: Callable[[], Outcome]) -> Outcome:
+    """``work`` on a worker thread, which runs to its end; a cancellation of the caller meanwhile sets ``cancelled``.
+
+    The thread cannot be interrupted, so it learns of a notifications/cancelled through the event, which the
+    mutation's guard reads once the store's lock is held; the cancellation itself is raised here afterwards.
+    """
+    done: list[Outcome] = []
+
+    async def watch() -> None:
+        try:
+            await anyio.sleep_forever()
+        finally:
+            cancelled.set()
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(watch)
+        done.append(await anyio.to_thread.run_sync(work))
+        tasks.cancel_scope.cancel()
+    return done[0]
 
 
 def _unforeseen(tool: str) -> Outcome:
@@ -207,7 +229,7 @@ class ReferenceServer:
         audit_id = binding.audit_id
         inline = _InlineAudit(self.audit, audit_id, binding, tool)
         try:
-            if deadline_passed(binding):  # on arrival: nothing is read or written (EMC-HP-055)
+            if deadline_passed(binding):  # on arrival: nothing is read or written (EMC-HP-054)
                 result: Outcome | types.InputRequiredResult = Outcome(code="DEADLINE_EXCEEDED")
             else:
                 _INLINE_AUDIT.set(inline)
@@ -216,7 +238,7 @@ class ReferenceServer:
             await self._audit_quietly(binding, tool, str(refusal.error.code))
             raise
         except anyio.get_cancelled_exc_class():
-            # notifications/cancelled: the SDK drops the answer; the journal still records the call (EMC-HP-058).
+            # notifications/cancelled: the SDK drops the answer; the journal still records the call (EMC-HP-056).
             with anyio.CancelScope(shield=True):
                 await self._audit_quietly(binding, tool, "cancelled")
             raise
@@ -251,7 +273,7 @@ class ReferenceServer:
         if _purpose(tool, arguments) not in (None, binding.purpose_ref):
             raise _protocol_error(_UNTRUSTED)
         if tool == "engram_memory_capture" and not self.config.may_capture(scope_of(binding), binding.principal):
-            return Outcome(code="UNAUTHORIZED")  # granted the tool, not the authority in this scope (EMC-HP-059)
+            return Outcome(code="UNAUTHORIZED")  # granted the tool, not the authority in this scope (EMC-HP-057)
         if _CONTRACT.tools[tool].idempotent:
             replay = await anyio.to_thread.run_sync(self.engine.replay, tool, binding, arguments)
             if replay is not None:
@@ -263,17 +285,31 @@ class ReferenceServer:
         policy = self.policy_for(scope_of(binding))
         gated = {t for t, on in (("engram_memory_capture", policy.confirm_capture),
                                  ("engram_memory_request_admission", policy.confirm_admission)) if on}
+        approved_at: float | None = None
         if confirmation_required(tool, gated):
             gate = await self._gate(ctx, params, tool, binding, arguments, int(policy.confirmation_ttl.total_seconds()))
             if isinstance(gate, types.InputRequiredResult):
                 return gate
-            if gate is None or approval_too_old(gate):  # the window runs to the start of the commit, just below
+            if gate is None or approval_too_old(gate):  # the window runs to the start of the commit (EMC-HP-066)
                 return Outcome(code="gate_failed")
-        if deadline_passed(binding):  # again after any wait, before the reservation and the commit (EMC-HP-056)
+            approved_at = gate
+        if deadline_passed(binding):  # again after any wait, before the reservation and the commit (EMC-HP-055)
             return Outcome(code="DEADLINE_EXCEEDED")
         inline = _INLINE_AUDIT.get()
         write = inline.write if inline is not None and inline.audit_id == audit_id else None
-        return await anyio.to_thread.run_sync(self.engine.call, tool, binding, arguments, datetime.now(UTC), write)
+        cancelled = threading.Event()
+
+        def last_word() -> None:
+            """Asked again once the unit of work holds the store's lock: the wait for it may have outlived the call."""
+            if cancelled.is_set():
+                raise Refusal("CANCELLED")
+            if approved_at is not None and approval_too_old(approved_at):
+                raise Refusal("gate_failed")
+            if deadline_passed(binding):
+                raise Refusal("DEADLINE_EXCEEDED")
+
+        return await _in_worker(cancelled, partial(self.engine.call, tool, binding, arguments, datetime.now(UTC),
+                                                   write, last_word))
 
     async def _gate(
         self, ctx: ServerRequestContext, params: types.CallToolRequestParams, tool: str,

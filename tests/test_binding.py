@@ -25,7 +25,7 @@ from engram_mcp.contract import candidate_id, load, profile_digest
 
 CONTRACT = load()
 HostKey = tuple[Ed25519PrivateKey, Ed25519PublicKey]
-Trusted = dict[str, Ed25519PublicKey]
+Trusted = dict[str, b.TrustedHost]
 NOW = 1_780_000_000
 AUDIENCE = "engram-reference"
 KID = "host-key-1"
@@ -51,14 +51,14 @@ def host() -> HostKey:
 
 @pytest.fixture(scope="module")
 def trusted(host: HostKey) -> Trusted:
-    return {KID: host[1]}
+    return {KID: b.TrustedHost(host[1], issuers=frozenset({"host:test"}), tenants=frozenset({"tenant:a"}))}
 
 
 def mint(host: HostKey, now: int = NOW, kid: str = KID, **overrides: Any) -> str:
     return b.mint_binding(host[0], kid, now=now, **{**CLAIMS, **overrides})
 
 
-def reason(token: Any, trusted: Mapping[str, Ed25519PublicKey | b.TrustedHost], *, now: int = NOW,
+def reason(token: Any, trusted: Mapping[str, b.TrustedHost], *, now: int = NOW,
            audience: str = AUDIENCE) -> str:
     with pytest.raises(b.BindingRejected) as caught:
         b.verify_binding(token, trusted, audience=audience, now=now)
@@ -239,7 +239,8 @@ def test_claims_of_the_wrong_shape(host: HostKey, trusted: Trusted, overrides: d
 
 def test_trusted_host_narrowing(host: HostKey) -> None:
     scopes = frozenset({("tenant:a", "workspace:1"), ("tenant:b", "workspace:9")})
-    narrow = {KID: b.TrustedHost(host[1], issuer="host:test", scopes=scopes)}
+    narrow = {KID: b.TrustedHost(host[1], issuers=frozenset({"host:test"}), tenants=frozenset({"tenant:a", "tenant:b"}),
+                                 scopes=scopes)}
     assert b.verify_binding(mint(host), narrow, audience=AUDIENCE, now=NOW).tenant == "tenant:a"
     assert reason(mint(host, tenant="tenant:b"), narrow) == "scope_not_served"
     assert reason(mint(host, workspace="workspace:9"), narrow) == "scope_not_served"
@@ -646,3 +647,16 @@ def test_which_calls_are_gated() -> None:
 )
 def test_form_elicitation_support(capabilities: dict[str, Any] | None, version: str, supported: bool) -> None:
     assert b.supports_form_elicitation(capabilities, version) is supported
+
+
+def test_a_bare_key_is_never_trusted(host: HostKey) -> None:
+    """A key without the issuers and tenants it answers for is trusted for nothing (EMC-HP-008)."""
+    assert reason(mint(host), {KID: host[1]}) == "untrusted_key"  # type: ignore[dict-item]
+
+
+@pytest.mark.parametrize("claim", ["deadline", "iat", "exp", "nbf"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_a_non_finite_number_is_refused(host: HostKey, trusted: Trusted, claim: str, value: float) -> None:
+    """NaN never compares as passed, so a NaN deadline would never pass: any non-finite claim is refused."""
+    overrides: dict[str, Any] = {claim: value}
+    assert reason(mint(host, **overrides), trusted) == "bad_claims"

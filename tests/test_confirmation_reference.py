@@ -31,7 +31,7 @@ def host() -> tuple[Any, Any]:
 
 @pytest.fixture(scope="module")
 def trusted(host: tuple[Any, Any]) -> dict[str, Any]:
-    return {KID: host[1]}
+    return {KID: b.TrustedHost(host[1], issuers=frozenset({"host:test"}), tenants=frozenset({CALLER.tenant}))}
 
 
 def mint(host: tuple[Any, Any], *, tool: str = WITHDRAW, arguments: dict[str, Any] | None = None,
@@ -61,7 +61,7 @@ def test_a_valid_reference_is_approved_with_its_id_and_approval_time(host: Any, 
     token = mint(host, approved_at=NOW - 1.234)
     verdict = judge(token, trusted)
     claims = jwt.decode(token, options={"verify_signature": False})
-    assert verdict == b.ReferenceVerdict(True, None, f"ref:{KID}:{claims['jti']}", NOW - 1.234)
+    assert verdict == b.ReferenceVerdict(True, None, b.reference_consume_id(KID, claims["jti"]), NOW - 1.234)
     assert jwt.get_unverified_header(token) == {"alg": "EdDSA", "kid": KID, "typ": "engram-confirmation+jwt"}
     assert claims["operation_digest"] == b.operation_digest(WITHDRAW, ARGUMENTS["candidate_id"], ARGUMENTS, CALLER)
     assert claims["target"] == ARGUMENTS["candidate_id"] and claims["capability"] == WITHDRAW
@@ -171,8 +171,38 @@ def test_a_reference_is_never_a_binding(host: Any, trusted: Any) -> None:
 
 
 def test_a_key_narrowed_to_an_issuer_narrows_the_reference(host: Any) -> None:
-    narrowed = {KID: b.TrustedHost(host[1], issuer="host:elsewhere")}
+    narrowed = {KID: b.TrustedHost(host[1], issuers=frozenset({"host:elsewhere"}), tenants=frozenset({CALLER.tenant}))}
     assert judge(mint(host), narrowed).reason == "wrong_issuer"
+
+
+def test_a_reference_key_answers_for_its_issuer_and_the_bindings_tenant(host: Any) -> None:
+    """One host's key cannot approve another tenant's operation, nor speak for an issuer it was never given."""
+    other = b.generate_host_key()
+    keys = {KID: b.TrustedHost(host[1], issuers=frozenset({"host:test"}), tenants=frozenset({CALLER.tenant})),
+            "k2": b.TrustedHost(other[1], issuers=frozenset({"hostB"}), tenants=frozenset({"tenant:other"}))}
+    foreign = b.mint_confirmation_reference(
+        other[0], "k2", audience=AUDIENCE, issuer="hostB", tool=WITHDRAW, arguments=ARGUMENTS,
+        tenant=CALLER.tenant, workspace=CALLER.workspace, principal=CALLER.principal, approved_at=NOW)
+    assert judge(foreign, keys).reason == "tenant_not_trusted"
+    forged_issuer = b.mint_confirmation_reference(
+        other[0], "k2", audience=AUDIENCE, issuer="EVIL-not-hostB", tool=WITHDRAW, arguments=ARGUMENTS,
+        tenant=CALLER.tenant, workspace=CALLER.workspace, principal=CALLER.principal, approved_at=NOW)
+    assert judge(forged_issuer, keys).reason == "wrong_issuer"
+    scoped = {KID: b.TrustedHost(host[1], issuers=frozenset({"host:test"}), tenants=frozenset({CALLER.tenant}),
+                                 scopes=frozenset({(CALLER.tenant, "workspace:other")}))}
+    assert judge(mint(host), scoped).reason == "scope_not_served"
+
+
+@pytest.mark.parametrize("claim", ["approved_at", "exp"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_a_non_finite_time_is_refused_not_raised(host: Any, trusted: Any, claim: str, value: float) -> None:
+    overrides: dict[str, Any] = {claim: value}
+    verdict = judge(mint(host, **overrides), trusted)
+    assert (verdict.approved, verdict.reason) == (False, "bad_claims")
+
+
+def test_a_colon_in_a_kid_cannot_forge_another_references_id() -> None:
+    assert b.reference_consume_id("a:b", "c") != b.reference_consume_id("a", "b:c")
 
 
 def test_the_claims_schema_is_closed_and_loaded() -> None:

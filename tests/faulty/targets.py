@@ -472,9 +472,10 @@ def exception_text_leaks(server: FaultyServer) -> None:
             raise ValueError(f"page_cursor {token!r} could not be decoded: bad padding or signature")
         return pinned
 
-    def leaky_call(tool: str, caller: Any, arguments: dict[str, Any], now: Any, audit: Any = None) -> Outcome:
+    def leaky_call(tool: str, caller: Any, arguments: dict[str, Any], now: Any, audit: Any = None,
+                   guard: Any = None) -> Outcome:
         try:
-            return call(tool, caller, arguments, now, audit)
+            return call(tool, caller, arguments, now, audit, guard)
         except ValueError as exc:
             return LeakedOutcome(code="STALE_PAGE", detail=str(exc))
 
@@ -744,7 +745,7 @@ def reference_not_bound_to_target(server: FaultyServer) -> None:
             return None
         if claims.get("capability") != tool or time.time() >= claims.get("exp", 0):
             return None
-        spent = f"ref:{binding_module.host_kid(token)}:{claims.get('jti')}"
+        spent = binding_module.reference_consume_id(binding_module.host_kid(token), str(claims.get("jti")))
         return claims.get("approved_at") if await anyio.to_thread.run_sync(server.engine.consume_state, spent) else None
 
     server._confirm_reference = loose  # type: ignore[method-assign]
@@ -790,7 +791,7 @@ def reference_signature_unchecked(server: FaultyServer) -> None:
             if token_type != binding_module.REFERENCE_TOKEN_TYPE or not unsigned:
                 raise
             claims = jwt.decode(token, options={"verify_signature": False})
-            return claims, binding_module.TrustedHost(generate_host_key()[1])
+            return claims, binding_module.TrustedHost(generate_host_key()[1], _Everything(), _Everything())
 
     binding_module._signed_claims = unchecked  # type: ignore[assignment]
 
@@ -1220,7 +1221,8 @@ def binding_signature_unchecked(server: FaultyServer) -> None:
             claims, private, algorithm="EdDSA", headers={k: v for k, v in header.items() if k != "alg"}
         )
         try:
-            return verify_binding(resigned, {header["kid"]: public}, audience=server.config.audience)
+            trusted = dataclasses.replace(server.config.trusted_keys[header["kid"]], public_key=public)
+            return verify_binding(resigned, {header["kid"]: trusted}, audience=server.config.audience)
         except BindingRejected:
             raise _protocol_error(_UNTRUSTED) from None
 
@@ -1364,6 +1366,13 @@ def cancelled_call_executes(server: FaultyServer) -> None:
     server._guarded_call = shielded  # type: ignore[method-assign]
 
 
+class _Everything(frozenset[str]):
+    """A trust set that holds every name: a key trusted beyond what its configuration says."""
+
+    def __contains__(self, item: object) -> bool:
+        return True
+
+
 def _trust_widened(server: FaultyServer, **widened: Any) -> None:
     keys = server.config.trusted_keys
     for kid, host in list(keys.items()):
@@ -1374,14 +1383,14 @@ def _trust_widened(server: FaultyServer, **widened: Any) -> None:
          era="modern")
 def foreign_tenant_memory_off(server: FaultyServer) -> None:
     """A key is trusted for any tenant: a tenant it was never trusted for reads as memory off (-32602, empty list)."""
-    _trust_widened(server, tenants=None)
+    _trust_widened(server, tenants=_Everything())
 
 
 @variant("foreign-issuer-accepted", breaks=["EMC-HOST-011", "EMC-HP-008"], caught_by=["host.foreign-issuer"],
          era="legacy")
 def foreign_issuer_accepted(server: FaultyServer) -> None:
     """A key is trusted whatever issuer the binding names."""
-    _trust_widened(server, issuers=None)
+    _trust_widened(server, issuers=_Everything())
 
 
 @variant("capture-without-authority", breaks=["EMC-CAP-018", "EMC-HP-057"], caught_by=["host.capture-unauthorized"],

@@ -593,3 +593,21 @@ def test_a_null_binding_is_refused_not_ignored(reference: ReferenceServer) -> No
 def test_packet_sizes_count_canonical_bytes() -> None:
     value = {"b": "é", "a": [1, 2.5]}
     assert canonical_bytes(value, normalize=False) == '{"a":[1,2.5],"b":"é"}'.encode()
+
+
+@pytest.mark.parametrize("code", ["CANCELLED", "gate_failed", "DEADLINE_EXCEEDED"])
+def test_a_mutation_its_guard_refuses_under_the_lock_commits_nothing(harness: Harness, code: str) -> None:
+    """The edge's last word (cancellation, execution window, deadline) is asked inside the unit of work."""
+    arguments = capture_args()
+    asked: list[bool] = []
+
+    def guard() -> None:
+        asked.append(harness.store._db.in_transaction)  # asked while the unit of work holds the store
+        raise Refusal(code)
+
+    assert harness.engine.call("engram_memory_capture", binding(), arguments, NOW, None, guard).code == code
+    assert asked == [True]
+    with sqlite3.connect(harness.store.path) as db:
+        assert db.execute("SELECT count(*) FROM reservations").fetchone()[0] == 0
+        assert db.execute("SELECT count(*) FROM candidates").fetchone()[0] == 0
+    assert harness.call("engram_memory_capture", arguments).ok

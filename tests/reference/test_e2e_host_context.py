@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import secrets
 import sqlite3
+import threading
 import time
 from typing import Any
 
@@ -145,3 +146,60 @@ async def test_a_capture_without_capture_authority_is_unauthorized(client: McpCl
     assert_protocol_error(error, UNKNOWN_TOOL)
     elsewhere = await client.call("engram_memory_capture", capture_args(), tenant="globex", **observer)
     assert elsewhere.value["status"] == "committed_pending", "the authority is denied in one scope only"
+
+
+class _StoreLocked:
+    """Another writer holding the store's write lock for ``seconds``: a mutation waits for it before its unit runs."""
+
+    def __init__(self, ref: ReferenceDir, seconds: float) -> None:
+        self.ref, self.seconds = ref, seconds
+        self.taken = threading.Event()
+
+    def hold(self) -> None:
+        db = sqlite3.connect(self.ref.store, isolation_level=None, timeout=30)
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            self.taken.set()
+            time.sleep(self.seconds)
+            db.execute("ROLLBACK")
+        finally:
+            db.close()
+
+    def __enter__(self) -> _StoreLocked:
+        self.thread = threading.Thread(target=self.hold)
+        self.thread.start()
+        assert self.taken.wait(10)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.thread.join()
+
+
+async def test_a_deadline_that_passes_while_waiting_for_the_store_commits_nothing(
+    client: McpClient, reference_dir: ReferenceDir
+) -> None:
+    arguments = capture_args()
+    before = _reservations(reference_dir)
+    with _StoreLocked(reference_dir, 1.5):
+        late = await client.call("engram_memory_capture", arguments, deadline=time.time() + 0.7)
+    assert late.code == "DEADLINE_EXCEEDED"
+    assert _reservations(reference_dir) == before, "the capture committed after its deadline"
+
+
+async def test_a_call_cancelled_while_waiting_for_the_store_commits_nothing(
+    client: McpClient, reference_dir: ReferenceDir
+) -> None:
+    arguments = capture_args()
+    meta = client.host.meta(audit_id=audit_id())
+    before = _reservations(reference_dir)
+    with _StoreLocked(reference_dir, 1.5):
+        with anyio.move_on_after(0.5) as scope:  # the SDK sends notifications/cancelled when the caller gives up
+            await client.call("engram_memory_capture", arguments, meta)
+        assert scope.cancelled_caught
+    await anyio.sleep(0.5)
+    assert _reservations(reference_dir) == before, "the capture committed after its cancellation"
+
+
+def _reservations(ref: ReferenceDir) -> int:
+    with sqlite3.connect(f"file:{ref.store}?mode=ro", uri=True) as db:
+        return int(db.execute("SELECT count(*) FROM reservations").fetchone()[0])

@@ -125,6 +125,31 @@ def dead_copies(url: str, needle: bytes) -> int:
         return found
 
 
+def index_copies(url: str, needle: bytes) -> int:
+    """Pages of the GIN index ``records_search`` whose bytes contain ``needle`` (a word indexed as a key)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        schema = conn.execute("SELECT current_schema()").fetchone()[0]
+        conn.execute(f"CREATE EXTENSION IF NOT EXISTS pageinspect SCHEMA {schema}")
+        pages = conn.execute(
+            "SELECT pg_relation_size('records_search') / current_setting('block_size')::int"
+        ).fetchone()[0]
+        return sum(needle in bytes(conn.execute("SELECT get_raw_page('records_search', %s)", (page,)).fetchone()[0])
+                   for page in range(pages))
+
+
+def test_an_erasure_is_complete_only_once_the_search_index_has_forgotten_its_words(
+    stores: list[PostgresStore], fresh_postgres_url: str
+) -> None:
+    store = stores[0]
+    admit(store, SCOPE, "r-kept", "harmless words")
+    admit(store, SCOPE, "r-erased", "xylophonist quagmire")
+    assert index_copies(fresh_postgres_url, b"xylophonist") >= 1
+    store.transaction(lambda tx: tx.forget(SCOPE, "r-erased", "keyed"))
+    assert store.flush_residues() is True
+    assert index_copies(fresh_postgres_url, b"xylophonist") == 0, "VACUUM leaves a GIN key behind"
+    assert index_copies(fresh_postgres_url, b"harmless") >= 1
+
+
 def test_an_erasure_is_complete_only_once_no_snapshot_can_read_the_old_row(
     stores: list[PostgresStore], fresh_postgres_url: str
 ) -> None:
@@ -165,3 +190,22 @@ def test_replicas_starting_together_migrate_once(fresh_postgres_url: str) -> Non
     finally:
         for store in opened:
             store.close()
+
+
+def test_a_search_whose_words_all_drop_out_matches_nothing(stores: list[PostgresStore]) -> None:
+    """As on SQLite: a query left with no lexeme must not reduce to the scope's term and match all of it."""
+    admit(stores[0], SCOPE, "r-any", "ordinary words")
+    with stores[0].snapshot() as reader:
+        assert reader.search(SCOPE, ["_"], 1, 10) == []
+        assert reader.search(SCOPE, ["ordinary"], 1, 10) == ["r-any"]
+
+
+def test_verify_reports_a_postgresql_schema_not_at_the_current_version(
+    make_reference_dir: Any, fresh_postgres_url: str
+) -> None:
+    from engram_mcp.reference._config import load_config
+    from engram_mcp.reference._verify import verify_store
+
+    ref = make_reference_dir()
+    ref.edit(lambda data: data.update(store={"url": fresh_postgres_url}))  # a schema this server never migrated
+    assert verify_store(load_config(ref.config)) == ["the store schema is not at the current version"]

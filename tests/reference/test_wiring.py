@@ -35,7 +35,8 @@ def test_a_postgresql_url_is_kept_for_the_factory(make_reference_dir: Any) -> No
     assert load_config(ref.config).store_url == "postgresql://db.internal/memory"
 
 
-@pytest.mark.parametrize("table", [{"url": "mysql://db/memory"}, {"url": 5}, {"url": "sqlite:", "pool": 3}])
+@pytest.mark.parametrize("table", [{"url": "mysql://db/memory"}, {"url": 5}, {"url": "sqlite:", "pool": 3},
+                                   {"url": "sqlite:/elsewhere/memory.sqlite3"}])
 def test_an_unusable_store_table_is_refused(make_reference_dir: Any, table: dict[str, Any]) -> None:
     ref = make_reference_dir()
     ref.edit(lambda data: data.update(store=table))
@@ -68,3 +69,29 @@ def test_the_server_runs_on_the_ports_it_is_given(make_reference_dir: Any) -> No
     finally:
         server.close()
     assert not config.store.exists()  # the configured file was never opened
+
+
+def test_a_malformed_postgresql_url_is_refused_without_its_password(make_reference_dir: Any) -> None:
+    ref = make_reference_dir()
+    ref.edit(lambda data: data.update(store={"url": "postgresql://app:s3cretPW@[::1/memory"}))
+    with pytest.raises(ConfigError) as refused:
+        load_config(ref.config)
+    assert "s3cretPW" not in str(refused.value)
+
+
+def test_the_postgresql_store_never_echoes_a_malformed_url() -> None:
+    pytest.importorskip("psycopg")
+    from engram_mcp.reference._config import StoreUnavailable
+    from engram_mcp.reference._postgres import PostgresStore
+
+    with pytest.raises(StoreUnavailable) as refused:
+        PostgresStore("postgresql://app:s3cretPW@[::1/memory", background=False)
+    assert "s3cretPW" not in str(refused.value) and refused.value.__cause__ is None
+
+
+def test_a_misspelt_scope_setting_is_refused(make_reference_dir: Any) -> None:
+    """An authority key spelt wrong would otherwise be ignored, and the capture it meant to deny allowed."""
+    ref = make_reference_dir()
+    ref.edit(lambda data: data["scopes"][0].update(capture_denied_principal=["alice"]))
+    with pytest.raises(ConfigError, match="unknown setting 'capture_denied_principal'"):
+        load_config(ref.config)
