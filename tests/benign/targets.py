@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import contextvars
 import copy
 import hashlib
 import hmac
@@ -63,6 +64,9 @@ Rewrite = Callable[[types.CallToolRequestParams, dict[str, Any]], dict[str, Any]
 ListRewrite = Callable[[types.ListToolsResult], types.ListToolsResult]
 
 
+_RECEIVED: contextvars.ContextVar[Any] = contextvars.ContextVar("received_arguments", default=None)
+
+
 class VariantServer(ReferenceServer):
     """The reference server with seams at its MCP edge.
 
@@ -80,6 +84,7 @@ class VariantServer(ReferenceServer):
         self.render: Callable[[dict[str, Any]], types.CallToolResult] = tool_result
 
     async def _call_tool(self, ctx: ServerRequestContext, params: types.CallToolRequestParams) -> Any:
+        _RECEIVED.set(params.arguments)
         for step in self.before:
             params = await step(ctx, params)
         result = await super()._call_tool(ctx, params)
@@ -89,6 +94,15 @@ class VariantServer(ReferenceServer):
                 envelope = rewrite(params, envelope)
             result = self.render(envelope)
         return result
+
+    async def _confirm_reference(
+        self, token: Any, tool: str, binding: Any, arguments: dict[str, Any]
+    ) -> float | None:
+        # The host signed the operation it sent: a server with ids of its own judges the reference on the
+        # arguments as received, before it maps them to the reference's ids.
+        received = _RECEIVED.get()
+        return await super()._confirm_reference(
+            token, tool, binding, received if isinstance(received, dict) else arguments)
 
     async def _list_tools(
         self, ctx: ServerRequestContext, params: types.PaginatedRequestParams | None
