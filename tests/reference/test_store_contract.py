@@ -133,10 +133,25 @@ def test_a_key_raced_from_two_handles_is_reserved_exactly_once(site: StoreSite) 
 
 
 class UnisolatedStore(SqliteStore):
-    """A broken store: each statement commits on its own, with no unit of work around them."""
+    """A broken store: each primitive is a unit of work of its own, with none around the caller's work.
+
+    Each primitive commits before the next starts, so the store never holds a
+    snapshot across the caller's steps: the race shows as a second effect or a
+    constraint violation, never as SQLite refusing a stale snapshot.
+    """
 
     def transaction(self, work: Callable[[StoreTransaction], T]) -> T:
-        return work(SqliteTransaction(self._db))
+        store = self
+
+        class StatementAtATime:
+            def __getattr__(self, name: str) -> Any:
+                def call(*args: Any, **kwargs: Any) -> Any:
+                    with store.write() as db:
+                        return getattr(SqliteTransaction(db), name)(*args, **kwargs)
+
+                return call
+
+        return work(StatementAtATime())  # type: ignore[arg-type]
 
 
 class ReplayableConfirmations(SqliteStore):
