@@ -15,7 +15,6 @@ breaking the main chain.
 
 from __future__ import annotations
 
-import threading
 from datetime import UTC, datetime
 from typing import Any
 
@@ -46,8 +45,9 @@ class AuditJournal:
         self.refused_rows = refused_rows
         # Compact a tenth past the bound at a time, so a flood of refusals costs one delete per batch.
         self._slack = max(1, refused_rows // 10)
-        self._refused_count: int | None = None  # counted once, then kept in step (one server per store)
-        self._count_lock = threading.Lock()
+        # The refused chain's head as this journal last appended it, and the rows the chain then held: while the
+        # head is still that row, no other writer (replica) appended or compacted since, so no recount is needed.
+        self._refused_seen: tuple[str, int] | None = None
 
     def append(self, audit_id: str, binding: Binding, tool: str, outcome: str) -> None:
         """Record a call in its own unit of work."""
@@ -68,27 +68,18 @@ class AuditJournal:
             "outcome": outcome,
         }
         chain = chain_of(outcome)
-        _link(tx, chain, entry)
-        if chain == REFUSED:
-            with self._count_lock:
-                if self._refused_count is None:
-                    self._refused_count = tx.audit_count(REFUSED)
-                else:
-                    self._refused_count += 1
-                if self._refused_count > self.refused_rows + self._slack:
-                    self._refused_count -= self._compact(tx, self._refused_count - self.refused_rows)
-
-    @staticmethod
-    def _compact(tx: StoreTransaction, rows: int) -> int:
-        """Remove the ``rows`` oldest refused rows behind a checkpoint; how many were removed."""
-        before = tx.audit_checkpoints().get(REFUSED)
-        checkpoint = tx.audit_compact(REFUSED, rows)
-        if checkpoint is None:
-            return 0
-        _link(tx, MAIN, {"kind": COMPACTION, "at": instant(datetime.now(UTC)), "chain": REFUSED,
-                         "through_seq": checkpoint.through_seq, "through_hash": checkpoint.entry_hash,
-                         "rows_compacted": checkpoint.rows_compacted})
-        return checkpoint.rows_compacted - (before.rows_compacted if before else 0)
+        previous, appended = _link(tx, chain, entry)
+        if chain != REFUSED:
+            return
+        # Judged in this unit of work, which holds the store's writers' lock, from the store itself whenever
+        # another writer moved the chain: replicas appending in turn keep the one bound between them.
+        seen = self._refused_seen
+        held = seen[1] + 1 if seen is not None and seen[0] == previous else tx.audit_count(REFUSED)
+        if held > self.refused_rows + self._slack:
+            _compact(tx, held - self.refused_rows)
+            self._refused_seen = None  # recounted at the next append, once per batch
+        else:
+            self._refused_seen = (appended, held)  # a rolled-back unit leaves a head no later append sees
 
     def verify(self) -> list[int]:
         """Sequence numbers whose entry breaks a chain; empty when the journal is intact."""
@@ -96,9 +87,22 @@ class AuditJournal:
             return verify_in(reader)
 
 
-def _link(tx: StoreTransaction, chain: Chain, entry: dict[str, Any]) -> None:
+def _compact(tx: StoreTransaction, rows: int) -> None:
+    """Remove the ``rows`` oldest refused rows behind a checkpoint, vouched for by an entry of the main chain."""
+    checkpoint = tx.audit_compact(REFUSED, rows)
+    if checkpoint is None:
+        return
+    _link(tx, MAIN, {"kind": COMPACTION, "at": instant(datetime.now(UTC)), "chain": REFUSED,
+                     "through_seq": checkpoint.through_seq, "through_hash": checkpoint.entry_hash,
+                     "rows_compacted": checkpoint.rows_compacted})
+
+
+def _link(tx: StoreTransaction, chain: Chain, entry: dict[str, Any]) -> tuple[str, str]:
+    """Append ``entry`` to ``chain``; the hash it follows and its own."""
     previous = tx.audit_head(chain)
-    tx.audit_append(AuditRow(0, chain, entry, _hash(entry, previous), previous))
+    entry_hash = _hash(entry, previous)
+    tx.audit_append(AuditRow(0, chain, entry, entry_hash, previous))
+    return previous, entry_hash
 
 
 def verify_in(reader: StoreReader) -> list[int]:

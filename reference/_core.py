@@ -45,7 +45,7 @@ class Engine:
     ) -> None:
         self.store = store
         self.limits = limits or ResourceLimits()
-        self.calls = CallWindow(self.limits.quotas)
+        self.calls = CallWindow(self.limits.quotas, store)
         self._housekeeping = Periodic(lambda: self.housekeeping(datetime.now(UTC)), name="housekeeping")
         self.cipher = cipher
         # Stored payload digests are keyed (see DigestKeyer); the server passes a subkey of the KEK.

@@ -361,3 +361,13 @@ class MemoryStore(Protocol):
         ...
 
     def close(self) -> None: ...
+
+    def count_call(self, tenant: str, principal: str, window: int, bounds: tuple[int, int]) -> bool:
+        """Count one call in ``window`` for the tenant and for the principal within it, or neither: False when
+        either holder already has its bound of calls there (``bounds`` = tenant's, principal's; 0: no bound).
+
+        Atomic across every process sharing the store, so replicas together hold the bound. A counter row
+        per holder is overwritten when a later window begins; a call naming an earlier window (a replica
+        whose clock lags) counts into the latest one. Losing the last counts to a crash is acceptable.
+        """
+        ...

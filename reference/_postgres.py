@@ -58,6 +58,7 @@ log = logging.getLogger("engram_mcp.reference")
 # Units of work that write queue on one lock per store (the database's advisory lock, keyed by the schema):
 # the journal and audit chains are store-wide, so any two writers would conflict anyway, and queueing costs
 # less than aborting and running again. Two-int advisory keys never meet the migration's bigint key.
+COUNT_CALL = "SELECT count_call(%s, %s, %s, %s, %s) AS admitted"  # migration 2 (reference/_postgres_schema.py)
 WRITERS_LOCK = "SELECT pg_advisory_xact_lock(1701277281, hashtext(current_schema()))"
 # Conflicts a writer outside this server could still cause (a second server version, a manual session):
 # running again sees its commit. Anything else is a real failure.
@@ -140,6 +141,12 @@ class PostgresStore:
         with self._pool.connection() as conn, conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             yield PostgresReader(conn)
+
+    def count_call(self, tenant: str, principal: str, window: int, bounds: tuple[int, int]) -> bool:
+        """One round trip, outside the writers' lock: the counters' row locks make it atomic on their own."""
+        with self._pool.connection() as conn:
+            row = conn.execute(COUNT_CALL, (tenant, principal, window, *bounds)).fetchone()
+        return bool(row and row["admitted"])
 
     # -- erasure residues --------------------------------------------------------------------------------------
 

@@ -245,8 +245,8 @@ class PostgresReader:
         return ZERO_DIGEST if row is None else str(row["entry_hash"])
 
     def audit_count(self, chain: Chain) -> int:
-        row = self._one("SELECT COUNT(*) AS n FROM audit WHERE chain = %s", (chain,))
-        return int((row or {}).get("n") or 0)
+        row = self._one("SELECT held FROM audit_counts WHERE chain = %s", (chain,))
+        return int((row or {}).get("held") or 0)
 
     def audit_rows(self) -> Iterator[AuditRow]:
         for row in self.conn.execute("SELECT seq, chain, entry, entry_hash, previous_hash FROM audit ORDER BY seq"):
@@ -358,14 +358,18 @@ class PostgresTransaction(PostgresReader):
         )
 
     def audit_append(self, row: AuditRow) -> int:
-        last = self._one("SELECT seq FROM audit ORDER BY seq DESC LIMIT 1")
-        floor = self._one("SELECT MAX(through_seq) AS s FROM audit_checkpoints")
-        seq = max(int(last["seq"]) if last else 0, int((floor or {}).get("s") or 0)) + 1
-        self.conn.execute(
-            "INSERT INTO audit (seq, chain, entry, entry_hash, previous_hash) VALUES (%s, %s, %s, %s, %s)",
-            (seq, row.chain, json.dumps(row.entry, sort_keys=True), row.entry_hash, row.previous_hash),
+        # One statement: the next seq (past the last row and any checkpoint), the row, and its chain's count.
+        added = self._one(
+            "WITH added AS (INSERT INTO audit (seq, chain, entry, entry_hash, previous_hash) "
+            "SELECT GREATEST((SELECT MAX(seq) FROM audit), (SELECT MAX(through_seq) FROM audit_checkpoints), 0) + 1, "
+            "%s, %s, %s, %s RETURNING seq, chain), "
+            "counted AS (INSERT INTO audit_counts (chain, held) SELECT chain, 1 FROM added "
+            "ON CONFLICT (chain) DO UPDATE SET held = audit_counts.held + 1) "
+            "SELECT seq FROM added",
+            (row.chain, json.dumps(row.entry, sort_keys=True), row.entry_hash, row.previous_hash),
         )
-        return seq
+        assert added is not None  # RETURNING of a one-row INSERT
+        return int(added["seq"])
 
     def audit_compact(self, chain: Chain, rows: int) -> AuditCheckpoint | None:
         last = self._one(
@@ -374,6 +378,7 @@ class PostgresTransaction(PostgresReader):
         if last is None:
             return None
         removed = self.conn.execute("DELETE FROM audit WHERE chain = %s AND seq <= %s", (chain, last["seq"])).rowcount
+        self.conn.execute("UPDATE audit_counts SET held = held - %s WHERE chain = %s", (removed, chain))
         before = self._one("SELECT rows_compacted FROM audit_checkpoints WHERE chain = %s", (chain,))
         checkpoint = AuditCheckpoint(
             chain, int(last["seq"]), last["entry_hash"], (int(before["rows_compacted"]) if before else 0) + removed

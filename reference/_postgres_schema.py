@@ -137,6 +137,56 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE UNIQUE INDEX erasures_order ON erasures (erasure_id);
     CREATE INDEX erasures_pending ON erasures (erasure_id) WHERE state = 'pending';
     """,
+    """
+    -- Call quotas (reference/_quotas.py): one counter row per holder, shared by every replica, reset when a
+    -- later window begins. A tenant's own row has principal ''.
+    CREATE TABLE call_windows (
+        tenant text NOT NULL,
+        holder text NOT NULL CHECK (holder IN ('tenant', 'principal')),
+        principal text NOT NULL,
+        win bigint NOT NULL,
+        calls bigint NOT NULL,
+        PRIMARY KEY (tenant, holder, principal)
+    );
+    -- Counts one call for the tenant and the principal, or for neither (false: a bound is reached), in one
+    -- round trip. The tenant's row is always locked first, so two callers never deadlock; the row locks
+    -- make the check and the increment one step however many replicas call at once.
+    CREATE FUNCTION count_call(p_tenant text, p_principal text, p_window bigint, tenant_bound bigint,
+                               principal_bound bigint) RETURNS boolean LANGUAGE plpgsql AS $$
+    BEGIN
+        IF tenant_bound > 0 THEN
+            INSERT INTO call_windows AS c VALUES (p_tenant, 'tenant', '', p_window, 1)
+            ON CONFLICT (tenant, holder, principal) DO UPDATE
+                SET calls = CASE WHEN excluded.win > c.win THEN 1 ELSE c.calls + 1 END,
+                    win = GREATEST(c.win, excluded.win)
+                WHERE excluded.win > c.win OR c.calls < tenant_bound;
+            IF NOT FOUND THEN
+                RETURN false;
+            END IF;
+        END IF;
+        IF principal_bound > 0 THEN
+            INSERT INTO call_windows AS c VALUES (p_tenant, 'principal', p_principal, p_window, 1)
+            ON CONFLICT (tenant, holder, principal) DO UPDATE
+                SET calls = CASE WHEN excluded.win > c.win THEN 1 ELSE c.calls + 1 END,
+                    win = GREATEST(c.win, excluded.win)
+                WHERE excluded.win > c.win OR c.calls < principal_bound;
+            IF NOT FOUND THEN
+                UPDATE call_windows SET calls = calls - 1  -- the tenant's count is given back
+                WHERE tenant_bound > 0 AND tenant = p_tenant AND holder = 'tenant' AND principal = '';
+                RETURN false;
+            END IF;
+        END IF;
+        RETURN true;
+    END $$;
+
+    -- Rows held per audit chain, kept in step by every append and compaction, so that whichever replica
+    -- appends a refused row reads the chain's true length in its own unit of work, without a scan.
+    CREATE TABLE audit_counts (
+        chain text PRIMARY KEY CHECK (chain IN ('main', 'refused')),
+        held bigint NOT NULL
+    );
+    INSERT INTO audit_counts SELECT chain, COUNT(*) FROM audit GROUP BY chain;
+    """,
 )
 
 SEARCH_CONFIG = "simple"  # lowercases, no stemming and no stop words: the same words SQLite's unicode61 keeps

@@ -8,17 +8,19 @@ workspaces) and the principal within that tenant:
 - ``calls_per_window``: tool calls served in one fixed window of ``window_seconds``.
 
 A call over any of them is refused with RATE_LIMITED (retriable) before it
-changes anything. Zero turns one quota off. The pending and byte quotas are
-counted in the store, so they hold across every process serving it; the call
-window is counted in memory, by each server process for its own calls.
+changes anything. Zero turns one quota off. All three are counted in the
+store, so they hold across every process serving it: the call window as one
+counter row per holder, incremented atomically (``MemoryStore.count_call``).
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from engram_mcp.reference._ports import MemoryStore
 
 
 @dataclass(frozen=True)
@@ -65,31 +67,23 @@ def over(used: int, adding: int, bound: int) -> bool:
 
 
 class CallWindow:
-    """Counts calls per tenant and per (tenant, principal) in fixed windows; thread-safe.
+    """Counts calls per tenant and per (tenant, principal) in fixed windows, in the store.
 
-    Only the current window's counters are kept, so memory grows with the
-    holders active in one window, never with time.
+    The store keeps one counter row per holder, reset when a later window
+    begins, so it grows with the holders ever served, never with time; every
+    replica on the store increments the same rows, so together they hold the bound.
     """
 
-    def __init__(self, quotas: Quotas) -> None:
+    def __init__(self, quotas: Quotas, store: MemoryStore) -> None:
         self.quotas = quotas
-        self._lock = threading.Lock()
-        self._window = -1
-        self._counts: dict[tuple[str, ...], int] = {}
+        self.store = store
 
     def admit(self, tenant: str, principal: str, now: float) -> bool:
         """Count one call and answer True, or answer False (and count nothing) when a bound is reached."""
-        window = int(now // self.quotas.window_seconds)
-        holders = (((tenant,), self.quotas.tenant.calls_per_window),
-                   ((tenant, principal), self.quotas.principal.calls_per_window))
-        with self._lock:
-            if window != self._window:
-                self._window, self._counts = window, {}
-            if any(over(self._counts.get(key, 0), 1, bound) for key, bound in holders):
-                return False
-            for key, _ in holders:
-                self._counts[key] = self._counts.get(key, 0) + 1
-        return True
+        bounds = (self.quotas.tenant.calls_per_window, self.quotas.principal.calls_per_window)
+        if not any(bounds):
+            return True  # both off: nothing to count, no round trip
+        return self.store.count_call(tenant, principal, int(now // self.quotas.window_seconds), bounds)
 
 
 # -- server.toml -----------------------------------------------------------------

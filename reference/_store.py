@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from engram_mcp.reference import _search as search_index
+from engram_mcp.reference._call_counts import count_call
 from engram_mcp.reference._erasure import ErasureLedger
 from engram_mcp.reference._ports import Scope, StoreReader, StoreTransaction
 from engram_mcp.reference._sqlite_tx import SqliteTransaction
@@ -354,6 +355,21 @@ class SqliteStore:
             if self._flusher is not None:
                 with self._flush_lock:
                     self._flusher.close()
+
+    def count_call(self, tenant: str, principal: str, window: int, bounds: tuple[int, int]) -> bool:
+        """The call quotas' counters, in the file so every process on it shares them (reference/_call_counts.py).
+
+        Committed without waiting for the disk (WAL with synchronous NORMAL): a crash may lose the last
+        counts, never the file, and the next durable commit syncs them anyway.
+        """
+        with self._lock:
+            level = self.synchronous
+            self._db.execute("PRAGMA synchronous = NORMAL")
+            try:
+                with self.write() as db:
+                    return count_call(db, tenant, principal, window, bounds)
+            finally:
+                self._db.execute(f"PRAGMA synchronous = {level.upper()}")
 
 
 Store = SqliteStore  # the name older callers and tests use

@@ -21,6 +21,7 @@ import pytest
 from engram_mcp.reference._ports import Scope, StoreTransaction
 from engram_mcp.reference._postgres import PostgresStore
 from engram_mcp.reference._postgres_queries import SEARCH_SQL, PostgresTransaction, search_parameters
+from engram_mcp.reference._postgres_schema import MIGRATIONS
 from tests.postgres_support import fresh_postgres_url, postgres_url
 from tests.reference.test_store_contract import assert_reserved_once
 
@@ -184,9 +185,9 @@ def test_replicas_starting_together_migrate_once(fresh_postgres_url: str) -> Non
     for thread in threads:
         thread.join(timeout=60)
     try:
-        assert len(opened) == 3 and {s.schema_version for s in opened} == {1}
+        assert len(opened) == 3 and {s.schema_version for s in opened} == {len(MIGRATIONS)}
         with psycopg.connect(fresh_postgres_url) as conn:
-            assert conn.execute("SELECT count(*) FROM schema_versions").fetchone()[0] == 1
+            assert conn.execute("SELECT count(*) FROM schema_versions").fetchone()[0] == len(MIGRATIONS)
     finally:
         for store in opened:
             store.close()
@@ -209,3 +210,21 @@ def test_verify_reports_a_postgresql_schema_not_at_the_current_version(
     ref = make_reference_dir()
     ref.edit(lambda data: data.update(store={"url": fresh_postgres_url}))  # a schema this server never migrated
     assert verify_store(load_config(ref.config)) == ["the store schema is not at the current version"]
+
+
+def test_a_version_1_schema_gains_call_counters_and_counts_its_audit_chains(fresh_postgres_url: str) -> None:
+    with psycopg.connect(fresh_postgres_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE schema_versions (version integer PRIMARY KEY, applied_at timestamptz NOT NULL "
+                     "DEFAULT now())")
+        conn.execute(MIGRATIONS[0])
+        conn.execute("INSERT INTO schema_versions (version) VALUES (1)")
+        conn.execute("INSERT INTO audit SELECT n, CASE WHEN n % 3 = 0 THEN 'main' ELSE 'refused' END, '{}', 'h', 'p' "
+                     "FROM generate_series(1, 30) AS n")
+    store = PostgresStore(fresh_postgres_url, background=False)
+    try:
+        assert store.schema_version == len(MIGRATIONS) == 2
+        with store.snapshot() as reader:
+            assert (reader.audit_count("main"), reader.audit_count("refused")) == (10, 20)
+        assert store.count_call("t", "a", 1, (1, 0)) and not store.count_call("t", "b", 1, (1, 0))
+    finally:
+        store.close()

@@ -161,14 +161,17 @@ def test_the_byte_quota_counts_pending_and_admitted_candidates(make: Any) -> Non
     assert engines.capture(text=f"Third {text}").ok
 
 
-def test_the_call_window_counts_per_principal_and_per_tenant() -> None:
-    window = CallWindow(Quotas(window_seconds=10, tenant=Quota(0, 0, 5), principal=Quota(0, 0, 3)))
+def test_the_call_window_counts_per_principal_and_per_tenant(make: Any) -> None:
+    store = make(limits()).store
+    window = CallWindow(Quotas(window_seconds=10, tenant=Quota(0, 0, 5), principal=Quota(0, 0, 3)), store)
     start = 1_000_000.0
     assert [window.admit("t", "a", start + i) for i in range(4)] == [True, True, True, False]
     assert window.admit("t", "b", start + 1) and window.admit("t", "b", start + 2)
     assert not window.admit("t", "c", start + 3), "the tenant's five calls are spent"
     assert window.admit("u", "a", start + 3), "another tenant has its own window"
     assert window.admit("t", "a", start + 10), "the next window starts afresh"
+    assert store.synchronous == "full", "the counters' commit leaves the store's durability as configured"
+    # Shared budget across handles and processes: tests/reference/test_shared_counters.py.
 
 
 # -- expiry ----------------------------------------------------------------------------------
