@@ -42,7 +42,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import psycopg
-from psycopg import errors
+from psycopg import IsolationLevel, errors
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
@@ -97,7 +97,7 @@ class PostgresStore:
         self._flush_retry_delays = flush_retry_delays
         self._pool = ConnectionPool(
             url, min_size=min_connections, max_size=max_connections, open=False, name="engram-store",
-            kwargs={"autocommit": True, "row_factory": dict_row}, configure=self._configure,
+            kwargs={"autocommit": True, "row_factory": dict_row},
         )
         try:
             with psycopg.connect(url, autocommit=True, connect_timeout=int(connect_timeout)) as conn:
@@ -118,18 +118,16 @@ class PostgresStore:
         """Whether the schema is at this server's version (a read-only store is never migrated)."""
         return self.schema_version == len(MIGRATIONS)
 
-    def _configure(self, conn: psycopg.Connection[Any]) -> None:
-        conn.read_only = self.read_only  # for verify: every transaction of the pool begins READ ONLY
-
     # -- units of work -------------------------------------------------------------------------------------
 
     def transaction(self, work: Callable[[StoreTransaction], T]) -> T:
         for attempt in range(MAX_ATTEMPTS):
             try:
-                with self._pool.connection() as conn, conn.transaction():
-                    conn.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
-                    conn.execute(WRITERS_LOCK)  # before any read: every statement after it sees the last commit
-                    return work(PostgresTransaction(conn))
+                with self._pool.connection() as conn:
+                    begin(conn, IsolationLevel.READ_COMMITTED, read_only=self.read_only)
+                    with conn.transaction():
+                        conn.execute(WRITERS_LOCK)  # before any read: each statement after it sees the last commit
+                        return work(PostgresTransaction(conn))
             except RETRIABLE:
                 if attempt == MAX_ATTEMPTS - 1:
                     raise
@@ -138,14 +136,15 @@ class PostgresStore:
 
     @contextmanager
     def snapshot(self) -> Iterator[StoreReader]:
-        with self._pool.connection() as conn, conn.transaction():
-            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            yield PostgresReader(conn)
+        with self._pool.connection() as conn:
+            begin(conn, IsolationLevel.REPEATABLE_READ, read_only=True)
+            with conn.transaction():
+                yield PostgresReader(conn)
 
     def count_call(self, tenant: str, principal: str, window: int, bounds: tuple[int, int]) -> bool:
         """One round trip, outside the writers' lock: the counters' row locks make it atomic on their own."""
         with self._pool.connection() as conn:
-            row = conn.execute(COUNT_CALL, (tenant, principal, window, *bounds)).fetchone()
+            row: Any = conn.execute(COUNT_CALL, (tenant, principal, window, *bounds)).fetchone()
         return bool(row and row["admitted"])
 
     # -- erasure residues --------------------------------------------------------------------------------------
@@ -198,6 +197,12 @@ class PostgresStore:
     def close(self) -> None:
         self.erasures.stop()
         self._pool.close()
+
+
+def begin(conn: psycopg.Connection[Any], isolation: IsolationLevel, *, read_only: bool) -> None:
+    """Have the connection's next BEGIN name the isolation level and access mode itself (no SET round trip)."""
+    conn.isolation_level = isolation
+    conn.read_only = read_only
 
 
 def _widen(xid: int, near: int) -> int:

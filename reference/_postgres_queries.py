@@ -4,7 +4,10 @@ Every statement names its scope's tenant and workspace when it reads or writes
 a scope's rows, so another scope's rows are never returned, matched or counted.
 Lexical search ranks with ``ts_rank`` over a weighted tsvector per record,
 served by a GIN index: ``ts_rank`` scores a document from its own terms only
-(no corpus statistics), so no other record, in any scope, moves a score.
+(no corpus statistics), so no other record, in any scope, moves a score. When
+more records match than the candidate cap, the most recently recorded ones are
+ranked, so a frequent word costs no more than the cap (profile 2.0.0; 1.0.0
+scored every match first).
 """
 
 from __future__ import annotations
@@ -47,8 +50,9 @@ RANK_NORMALIZATION = 1  # divide by 1 + log(document length), as BM25 damps long
 
 RANKING = RankingProfile(
     name="reference_pg_tsvector_rank",
-    version="1.0.0",
-    scoring_formula="engram-memory-mcp:pg-ts-rank-rrf:v1",
+    # 2.0.0: past the cap, the most recently recorded matches are ranked, not the best-scored of all of them.
+    version="2.0.0",
+    scoring_formula="engram-memory-mcp:pg-ts-rank-rrf:v2",
     config_digest=profile_digest(
         "profile-config",
         {
@@ -58,6 +62,7 @@ RANKING = RankingProfile(
             "field_classes": list(FIELD_CLASSES),
             "class_weights": list(CLASS_WEIGHTS),
             "normalization": RANK_NORMALIZATION,
+            "candidates": "most recently recorded matches, up to max_candidates",
             "rrf_k": search_index.RRF_K,
             "weights": {"lexical": search_index.LEXICAL_WEIGHT, "recency": search_index.RECENCY_WEIGHT},
         },
@@ -88,21 +93,52 @@ def _tsquery(tokens: Sequence[str]) -> str:
     return " | ".join(f"'{_text(token)}'" for token in tokens)
 
 
-# The GIN index (partial on accepted_current) intersects the words with the scope's own term, so only
-# this scope's matches are read and ranked; ts_rank scores the words alone.
+PREFETCHED = 50  # the largest page (search.limit.max): its records come back with the ranked ids
+_RECORD_COLUMNS = ("candidate_id, state, body, payload_digest, valid_from, valid_to, expires_at, "
+                   "recorded_cursor")
+
+# The scope's matches, the CAP most recently recorded of them, ranked by ts_rank, and the rows of the
+# first PREFETCHED ranked ones: one round trip for a page. Rare words are read from the GIN index
+# (partial on accepted_current), intersected with the scope's own term; a frequent word is better met by
+# walking the scope's records newest first (records_recent) until CAP of them match, so the cost of a
+# query stays bounded by the cap whatever the number of matches. ts_rank scores the words alone.
 SEARCH_SQL = (
-    f"SELECT record_id FROM records, to_tsquery('{SEARCH_CONFIG}', %s) AS q "
-    "WHERE numnode(q) > 0 AND tenant = %s AND workspace = %s AND state = 'accepted_current' "
-    "AND search @@ (q && %s::tsquery) "
-    "AND valid_from <= %s AND (valid_to IS NULL OR valid_to >= %s) AND (expires_at IS NULL OR expires_at > %s) "
-    f"ORDER BY ts_rank({_RANK_WEIGHTS}, search, q, {RANK_NORMALIZATION}) DESC, record_id LIMIT %s"
+    "WITH recent AS (SELECT r.ctid AS row_id, r.record_id, r.search, q "
+    f"FROM records r, to_tsquery('{SEARCH_CONFIG}', %(words)s) AS q "
+    "WHERE numnode(q) > 0 AND r.tenant = %(tenant)s AND r.workspace = %(workspace)s "
+    "AND r.state = 'accepted_current' AND r.search @@ (q && %(scope_term)s::tsquery) "
+    "AND r.valid_from <= %(as_of_ms)s AND (r.valid_to IS NULL OR r.valid_to >= %(as_of_ms)s) "
+    "AND (r.expires_at IS NULL OR r.expires_at > %(as_of)s) "
+    "ORDER BY r.recorded_cursor DESC, r.record_id LIMIT %(cap)s), "
+    "ranked AS (SELECT row_id, record_id, row_number() OVER (ORDER BY "
+    f"ts_rank({_RANK_WEIGHTS}, search, q, {RANK_NORMALIZATION}) DESC, record_id) AS position FROM recent) "
+    f"SELECT ranked.record_id, {', '.join(f'r.{c}' for c in _RECORD_COLUMNS.split(', '))} FROM ranked "
+    "LEFT JOIN LATERAL (SELECT * FROM records WHERE ranked.position <= %(prefetched)s "
+    "AND ctid = ranked.row_id OFFSET 0) r ON true "  # OFFSET 0: looked up by address, row by row, never joined
+    "ORDER BY ranked.position"
 )
 
 
-def search_parameters(scope: Scope, tokens: Sequence[str], valid_as_of_ms: int, limit: int) -> tuple[Any, ...]:
+def search_parameters(scope: Scope, tokens: Sequence[str], valid_as_of_ms: int, limit: int) -> dict[str, Any]:
     as_of = instant(datetime.fromtimestamp(valid_as_of_ms / 1000, UTC))
-    return (_tsquery(tokens), scope.tenant, scope.workspace, f"'{scope_lexeme(scope)}'", valid_as_of_ms,
-            valid_as_of_ms, as_of, limit)
+    return {"words": _tsquery(tokens), "tenant": scope.tenant, "workspace": scope.workspace,
+            "scope_term": f"'{scope_lexeme(scope)}'", "as_of_ms": valid_as_of_ms, "as_of": as_of, "cap": limit,
+            "prefetched": PREFETCHED}
+
+
+def _record(scope: Scope, row: dict[str, Any]) -> StoredRecord:
+    return StoredRecord(
+        record_id=row["record_id"],
+        scope=scope,
+        candidate_id=row["candidate_id"],
+        state=row["state"],
+        body=None if row["body"] is None else json.loads(bytes(row["body"]).decode("utf-8")),
+        payload_digest=row["payload_digest"],
+        valid_from=row["valid_from"],
+        valid_to=row["valid_to"],
+        expires_at=row["expires_at"],
+        recorded_cursor=row["recorded_cursor"],
+    )
 
 
 def _candidate(row: dict[str, Any]) -> StoredCandidate:
@@ -128,10 +164,18 @@ _CANDIDATE = (
 
 
 class PostgresReader:
-    """The port's reads on one psycopg connection inside an open transaction (rows as dicts)."""
+    """The port's reads on one psycopg connection inside an open transaction (rows as dicts).
+
+    In a read-only snapshot, the records a search returned with its ranked ids are kept and served by
+    ``record`` without another round trip: a snapshot sees the same rows from its first statement to its
+    last. A unit of work (PostgresTransaction) keeps none, as its own writes could change them.
+    """
+
+    _keeps_searched = True
 
     def __init__(self, conn: Any) -> None:
         self.conn = conn
+        self._searched: dict[tuple[Scope, str], StoredRecord] = {}
 
     def _one(self, sql: str, params: Sequence[Any] = ()) -> dict[str, Any] | None:
         return cast("dict[str, Any] | None", self.conn.execute(sql, params).fetchone())
@@ -152,25 +196,15 @@ class PostgresReader:
         return None if row is None else _candidate(row)
 
     def record(self, scope: Scope, record_id: str) -> StoredRecord | None:
+        kept = self._searched.get((scope, record_id))
+        if kept is not None:
+            return kept
         row = self._one(
-            "SELECT record_id, tenant, workspace, candidate_id, state, body, payload_digest, valid_from, valid_to, "
-            "expires_at, recorded_cursor FROM records WHERE tenant = %s AND workspace = %s AND record_id = %s",
+            f"SELECT record_id, {_RECORD_COLUMNS} FROM records WHERE tenant = %s AND workspace = %s "
+            "AND record_id = %s",
             (scope.tenant, scope.workspace, record_id),
         )
-        if row is None:
-            return None
-        return StoredRecord(
-            record_id=row["record_id"],
-            scope=scope,
-            candidate_id=row["candidate_id"],
-            state=row["state"],
-            body=None if row["body"] is None else json.loads(bytes(row["body"]).decode("utf-8")),
-            payload_digest=row["payload_digest"],
-            valid_from=row["valid_from"],
-            valid_to=row["valid_to"],
-            expires_at=row["expires_at"],
-            recorded_cursor=row["recorded_cursor"],
-        )
+        return None if row is None else _record(scope, row)
 
     def is_tombstoned(self, scope: Scope, payload_digest: str) -> bool:
         return self._one(
@@ -182,6 +216,10 @@ class PostgresReader:
         if not tokens:
             return []
         rows = self.conn.execute(SEARCH_SQL, search_parameters(scope, tokens, valid_as_of_ms, limit)).fetchall()
+        if self._keeps_searched:
+            self._searched.update(
+                ((scope, row["record_id"]), _record(scope, row)) for row in rows if row["state"] is not None
+            )
         return [row["record_id"] for row in rows]
 
     def scope_cursor(self, scope: Scope) -> int:
@@ -264,6 +302,8 @@ class PostgresReader:
 class PostgresTransaction(PostgresReader):
     """The port's writes; the caller (PostgresStore.transaction) owns BEGIN, COMMIT and the retries."""
 
+    _keeps_searched = False
+
     def reserve(self, scope: Scope, principal: str, key: str, reservation: Reservation) -> None:
         # A plain INSERT: a concurrent reservation of the same key fails this unit of work (a unique or
         # serialization failure), and the store re-runs it, when it sees that reservation instead.
@@ -322,14 +362,14 @@ class PostgresTransaction(PostgresReader):
 
     def forget(self, scope: Scope, record_id: str, keyed_digest: str) -> None:
         # The body and the index entry go in one update; VACUUM (the residue flush) removes the old version.
+        # One statement: a data-modifying WITH runs to completion whether or not its result is read.
         self.conn.execute(
-            "UPDATE records SET state = 'tombstoned', body = NULL, search = NULL, payload_digest = %s "
-            "WHERE tenant = %s AND workspace = %s AND record_id = %s",
-            (keyed_digest, scope.tenant, scope.workspace, record_id),
-        )
-        self.conn.execute(
-            "INSERT INTO tombstones (tenant, workspace, payload_digest) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
-            (scope.tenant, scope.workspace, keyed_digest),
+            "WITH erased AS (UPDATE records SET state = 'tombstoned', body = NULL, search = NULL, "
+            "payload_digest = %(digest)s WHERE tenant = %(tenant)s AND workspace = %(workspace)s "
+            "AND record_id = %(record)s) "
+            "INSERT INTO tombstones (tenant, workspace, payload_digest) VALUES (%(tenant)s, %(workspace)s, %(digest)s) "
+            "ON CONFLICT DO NOTHING",
+            {"digest": keyed_digest, "tenant": scope.tenant, "workspace": scope.workspace, "record": record_id},
         )
 
     def consume_confirmation(self, nonce: str, at: str) -> bool:

@@ -186,6 +186,11 @@ MIGRATIONS: tuple[str, ...] = (
         held bigint NOT NULL
     );
     INSERT INTO audit_counts SELECT chain, COUNT(*) FROM audit GROUP BY chain;
+
+    -- A scope's current records newest first: a search for a frequent word walks it until the cap of
+    -- candidates match, rather than reading every match from the GIN index.
+    CREATE INDEX records_recent ON records (tenant, workspace, recorded_cursor DESC, record_id)
+        WHERE state = 'accepted_current';
     """,
 )
 

@@ -20,7 +20,12 @@ import pytest
 
 from engram_mcp.reference._ports import Scope, StoreTransaction
 from engram_mcp.reference._postgres import PostgresStore
-from engram_mcp.reference._postgres_queries import SEARCH_SQL, PostgresTransaction, search_parameters
+from engram_mcp.reference._postgres_queries import (
+    SEARCH_SQL,
+    PostgresReader,
+    PostgresTransaction,
+    search_parameters,
+)
 from engram_mcp.reference._postgres_schema import MIGRATIONS
 from tests.postgres_support import fresh_postgres_url, postgres_url
 from tests.reference.test_store_contract import assert_reserved_once
@@ -228,3 +233,71 @@ def test_a_version_1_schema_gains_call_counters_and_counts_its_audit_chains(fres
         assert store.count_call("t", "a", 1, (1, 0)) and not store.count_call("t", "b", 1, (1, 0))
     finally:
         store.close()
+
+
+def test_past_the_cap_the_most_recently_recorded_matches_are_ranked(stores: list[PostgresStore]) -> None:
+    store = stores[0]
+
+    def fill(tx: StoreTransaction) -> None:
+        tx.admit(SCOPE, "cand-old", admitted("harbour harbour harbour harbour", "r-old"), 1)  # the best score
+        for n in range(6):
+            tx.admit(SCOPE, f"cand-{n}", admitted(f"harbour crane{n} filler words", f"r-{n}"), 10 + n)
+
+    store.transaction(fill)
+    with store.snapshot() as reader:
+        everything = reader.search(SCOPE, ["harbour"], 1, 50)
+        capped = reader.search(SCOPE, ["harbour"], 1, 4)
+    assert everything[0] == "r-old" and len(everything) == 7
+    assert set(capped) == {"r-5", "r-4", "r-3", "r-2"}, "the four most recently recorded matches"
+    assert capped == [rid for rid in everything if rid in capped], "ranked as they rank among all matches"
+
+
+def test_a_snapshot_serves_searched_records_without_another_round_trip(stores: list[PostgresStore]) -> None:
+    store = stores[0]
+    admit(store, SCOPE, "r-1", "lighthouse keeper")
+    admit(store, SCOPE, "r-2", "lighthouse lamp")
+    with store.snapshot() as reader:
+        assert isinstance(reader, PostgresReader)
+        ranked = reader.search(SCOPE, ["lighthouse"], 1, 50)
+        sent: list[str] = []
+        execute = reader.conn.execute
+
+        def counted(sql: str, *args: Any, **kwargs: Any) -> Any:
+            sent.append(sql)
+            return execute(sql, *args, **kwargs)
+
+        reader.conn.execute = counted
+        kept = [reader.record(SCOPE, rid) for rid in ranked]
+        assert sent == [], "records searched in this snapshot are not read again"
+        assert reader.record(SCOPE, "r-missing") is None and len(sent) == 1
+    with store.snapshot() as fresh:
+        assert kept == [fresh.record(SCOPE, rid) for rid in ranked]
+
+
+def test_a_unit_of_work_reads_its_own_writes_after_a_search(stores: list[PostgresStore]) -> None:
+    store = stores[0]
+    admit(store, SCOPE, "r-1", "lighthouse keeper")
+
+    def search_then_forget(tx: StoreTransaction) -> Any:
+        assert tx.search(SCOPE, ["lighthouse"], 1, 50) == ["r-1"]
+        tx.forget(SCOPE, "r-1", "hmac-gone")
+        return tx.record(SCOPE, "r-1")
+
+    forgotten = store.transaction(search_then_forget)
+    assert forgotten is not None and forgotten.state == "tombstoned" and forgotten.body is None
+    with store.snapshot() as reader:
+        assert reader.is_tombstoned(SCOPE, "hmac-gone")
+
+
+def test_each_transaction_begins_at_its_isolation_level(stores: list[PostgresStore]) -> None:
+    def settings(reader: Any) -> tuple[str, str]:
+        row = reader.conn.execute("SELECT current_setting('transaction_isolation') AS i, "
+                                  "current_setting('transaction_read_only') AS r").fetchone()
+        return row["i"], row["r"]
+
+    store = stores[0]
+    with store.snapshot() as reader:
+        assert settings(reader) == ("repeatable read", "on")
+    assert store.transaction(settings) == ("read committed", "off")
+    with store.snapshot() as reader:  # the same pooled connection, back to a snapshot
+        assert settings(reader) == ("repeatable read", "on")
