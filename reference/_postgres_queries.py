@@ -215,7 +215,10 @@ class PostgresReader:
     def search(self, scope: Scope, tokens: Sequence[str], valid_as_of_ms: int, limit: int) -> list[str]:
         if not tokens:
             return []
-        rows = self.conn.execute(SEARCH_SQL, search_parameters(scope, tokens, valid_as_of_ms, limit)).fetchall()
+        # Never prepared: a generic plan cannot tell a rare word (the GIN index) from a frequent one (newest first).
+        rows = self.conn.execute(
+            SEARCH_SQL, search_parameters(scope, tokens, valid_as_of_ms, limit), prepare=False
+        ).fetchall()
         if self._keeps_searched:
             self._searched.update(
                 ((scope, row["record_id"]), _record(scope, row)) for row in rows if row["state"] is not None
