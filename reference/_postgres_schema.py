@@ -6,11 +6,11 @@ rows in one transaction, under a transaction-level advisory lock, so that
 replicas starting together never migrate twice.
 
 Distributing on the tenant. Every table holding a scope's data (candidates,
-records, tombstones, reservations, erasures, journal) has ``tenant`` first in
+records, tombstones, reservations, erasures, journal, call_windows) has ``tenant`` first in
 its primary key and in its indexes, and every query on them filters on
 ``tenant =``: with Citus, ``SELECT create_distributed_table(t, 'tenant')`` for
 each of them (co-located by default) routes each such query to one worker, and
-``schema_versions`` and ``audit_checkpoints`` become reference tables.
+``schema_versions``, ``audit_checkpoints`` and ``audit_counts`` become reference tables.
 Two things are store-wide in this version, as the store port defines them: the
 lifecycle journal is one hash chain with one cursor sequence (``journal_order``)
 and the audit chains share one ``seq``. A distributed deployment needs them per
