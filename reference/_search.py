@@ -23,6 +23,9 @@ FIELDS = ("primary_text", "decision_text", "evidence_text", "context_text", "cit
 FIELD_WEIGHTS = (3.0, 2.0, 1.5, 1.0, 0.5)
 RRF_K = 60
 MAX_CANDIDATES = 2000  # matches ranked per request, as the upstream recall caps them
+# Matches fetched from the index per search, beyond the limit, for the records a validity filter drops;
+# a search that needs more fetches again, FETCH_GROWTH times as many.
+OVERFETCH, FETCH_GROWTH = 256, 4
 CURSOR_AAD = b"engram-memory-mcp/page-cursor/v1"
 LEXICAL_WEIGHT, RECENCY_WEIGHT = 0.85, 0.15
 
@@ -41,6 +44,47 @@ def create_table_sql(scope: Scope) -> str:
         f"CREATE VIRTUAL TABLE IF NOT EXISTS {fts_table(scope)} USING fts5 "
         f"({columns}, tokenize = 'unicode61 remove_diacritics 2')"
     )
+
+
+def secure_delete_sql(table: str) -> str:
+    """Make ``table``'s deletes remove the row's terms from the index in place (FTS5, SQLite 3.42+).
+
+    Without it a delete only appends a marker and the text stays in the index
+    until a merge rewrites it; the setting persists in the table.
+    """
+    return f"INSERT INTO {table} ({table}, rank) VALUES ('secure-delete', 1)"
+
+
+def ranked_matches_sql(table: str) -> str:
+    """The ``fetch`` best matches by weighted BM25, joined to their records, with whether each is searchable.
+
+    BM25 ranks inside the index first, so only ``fetch`` rows reach the join and
+    the sort; the caller widens ``fetch`` while the cut could drop a match that
+    belongs in the answer. Parameters: the match expression, fetch, valid_as_of
+    (ms) twice, valid_as_of as an instant.
+    """
+    weights = ", ".join(str(w) for w in FIELD_WEIGHTS)
+    return (
+        "SELECT r.record_id, f.score, r.state = 'accepted_current' AND r.valid_from <= ?3 "
+        "AND (r.valid_to IS NULL OR r.valid_to >= ?4) AND (r.expires_at IS NULL OR r.expires_at > ?5) AS searchable "
+        f"FROM (SELECT rowid, bm25({table}, {weights}) AS score FROM {table} WHERE {table} MATCH ?1 "
+        "ORDER BY score LIMIT ?2) f JOIN records r ON r.rowid = f.rowid ORDER BY f.score, r.record_id"
+    )
+
+
+def top_ranked(rows: list[tuple[str, float, int]], fetch: int, limit: int) -> list[str] | None:
+    """The first ``limit`` searchable ids by (score, record id), or None when the ``fetch`` rows cannot tell.
+
+    ``rows`` are the ``fetch`` best-scored matches, in (score, record id) order.
+    Fewer than ``fetch`` rows means every match was seen. Otherwise every match
+    scoring strictly better than the last row is among them, but matches tied
+    with it may have been cut, so only the better ones are certain.
+    """
+    if len(rows) < fetch:
+        return [rid for rid, _, searchable in rows if searchable][:limit]
+    cut = rows[-1][1]
+    certain = [rid for rid, score, searchable in rows if searchable and score < cut]
+    return certain[:limit] if len(certain) >= limit else None
 
 
 def query_tokens(query: str) -> list[str]:
