@@ -56,35 +56,35 @@ def secure_delete_sql(table: str) -> str:
 
 
 def ranked_matches_sql(table: str) -> str:
-    """The ``fetch`` best matches by weighted BM25, joined to their records, with whether each is searchable.
+    """The matches that score at least as well as the ``fetch``-th best, joined to their records.
 
-    BM25 ranks inside the index first, so only ``fetch`` rows reach the join and
-    the sort; the caller widens ``fetch`` while the cut could drop a match that
-    belongs in the answer. Parameters: the match expression, fetch, valid_as_of
-    (ms) twice, valid_as_of as an instant.
+    Weighted BM25 is computed once per match inside the index; only the matches
+    up to the ``fetch``-th best score, the whole run of matches tied with it
+    included, reach the join and the sort, each with whether it is searchable
+    now. Parameters: the match expression, fetch, valid_as_of (ms) twice,
+    valid_as_of as an instant.
     """
     weights = ", ".join(str(w) for w in FIELD_WEIGHTS)
     return (
-        "SELECT r.record_id, f.score, r.state = 'accepted_current' AND r.valid_from <= ?3 "
+        f"WITH matches AS MATERIALIZED (SELECT rowid, bm25({table}, {weights}) AS score FROM {table} "
+        f"WHERE {table} MATCH ?1), "
+        "cut AS (SELECT score FROM matches ORDER BY score LIMIT 1 OFFSET ?2 - 1) "
+        "SELECT r.record_id, m.score, r.state = 'accepted_current' AND r.valid_from <= ?3 "
         "AND (r.valid_to IS NULL OR r.valid_to >= ?4) AND (r.expires_at IS NULL OR r.expires_at > ?5) AS searchable "
-        f"FROM (SELECT rowid, bm25({table}, {weights}) AS score FROM {table} WHERE {table} MATCH ?1 "
-        "ORDER BY score LIMIT ?2) f JOIN records r ON r.rowid = f.rowid ORDER BY f.score, r.record_id"
+        "FROM matches m JOIN records r ON r.rowid = m.rowid "
+        "WHERE m.score <= COALESCE((SELECT score FROM cut), 1e308) ORDER BY m.score, r.record_id"
     )
 
 
 def top_ranked(rows: list[tuple[str, float, int]], fetch: int, limit: int) -> list[str] | None:
-    """The first ``limit`` searchable ids by (score, record id), or None when the ``fetch`` rows cannot tell.
+    """The first ``limit`` searchable ids by (score, record id), or None when more matches are needed.
 
-    ``rows`` are the ``fetch`` best-scored matches, in (score, record id) order.
-    Fewer than ``fetch`` rows means every match was seen. Otherwise every match
-    scoring strictly better than the last row is among them, but matches tied
-    with it may have been cut, so only the better ones are certain.
+    ``rows`` hold every match that scores at least as well as the ``fetch``-th
+    best, in (score, record id) order, so their searchable ids are the answer's
+    exact beginning. Fewer than ``fetch`` rows means they are every match.
     """
-    if len(rows) < fetch:
-        return [rid for rid, _, searchable in rows if searchable][:limit]
-    cut = rows[-1][1]
-    certain = [rid for rid, score, searchable in rows if searchable and score < cut]
-    return certain[:limit] if len(certain) >= limit else None
+    searchable_ids = [rid for rid, _, searchable in rows if searchable]
+    return searchable_ids[:limit] if len(rows) < fetch or len(searchable_ids) >= limit else None
 
 
 def query_tokens(query: str) -> list[str]:
