@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from engram_mcp.reference import _search as search_index
-from engram_mcp.reference._ports import Scope
+from engram_mcp.reference._ports import Scope, StoreTransaction
 from engram_mcp.reference._sqlite_tx import SqliteTransaction
 from engram_mcp.reference._store import Store
 from tests.reference.conftest import marker
@@ -59,6 +59,21 @@ def full_sort(tx: SqliteTransaction, tokens: list[str], limit: int) -> list[str]
     return [row[0] for row in rows]
 
 
+def admit_all(store: Store, records: list[dict[str, Any]]) -> None:
+    def work(tx: StoreTransaction) -> None:
+        for r in records:
+            tx.admit(SCOPE, f"cand-{r['record_id']}", r, 1)
+
+    store.transaction(work)
+
+
+def forget(store: Store, record_id: str) -> None:
+    def work(tx: StoreTransaction) -> None:
+        tx.forget(SCOPE, record_id, "hmac-sha256:" + "0" * 64)
+
+    store.transaction(work)
+
+
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[Store]:
     opened = Store(tmp_path / "store" / "index.sqlite3")
@@ -80,10 +95,10 @@ def test_ranking_inside_the_index_matches_the_full_sort(store: Store, monkeypatc
             records.append(record(number, text, expires_at="2023-01-01T00:00:00.000Z"))  # expired
         else:
             records.append(record(number, text))
-    store.transaction(lambda tx: [tx.admit(SCOPE, f"cand-{r['record_id']}", r, 1) for r in records])
+    admit_all(store, records)
     forgotten = [r["record_id"] for r in records[3::7]]
     for rid in forgotten:
-        store.transaction(lambda tx, rid=rid: tx.forget(SCOPE, rid, "hmac-sha256:" + "0" * 64))
+        forget(store, rid)
     monkeypatch.setattr(search_index, "OVERFETCH", 3)  # cut inside runs of equal scores, and fetch again
     with store.snapshot() as reader:
         assert isinstance(reader, SqliteTransaction)
@@ -104,12 +119,12 @@ def test_forget_leaves_no_word_in_a_large_index(store: Store) -> None:
             record(n, " ".join([*rng.choices(vocabulary, k=12), *([words[n]] if n in words else [])]))
             for n in range(start, start + 500)
         ]
-        store.transaction(lambda tx, batch=batch: [tx.admit(SCOPE, f"cand-{n}", r, 1) for n, r in enumerate(batch)])
+        admit_all(store, batch)
     needles = {word: tail(word) for word in words.values()}
     assert store.flush_residues()
     assert set(holders(store.path.parent, needles)) == set(needles), "every word is on disk before the forgets"
     for number in words:
-        store.transaction(lambda tx, n=number: tx.forget(SCOPE, record(n, "")["record_id"], "hmac-sha256:" + "0" * 64))
+        forget(store, record(number, "")["record_id"])
     assert store.flush_residues()
     assert holders(store.path.parent, needles) == {}
     with store.snapshot() as reader:
@@ -121,7 +136,7 @@ def test_opening_turns_secure_delete_on_in_an_older_index(tmp_path: Path) -> Non
     path = tmp_path / "store" / "older.sqlite3"
     store = Store(path)
     table = search_index.fts_table(SCOPE)
-    store.transaction(lambda tx: tx.admit(SCOPE, "cand-1", record(1, "worda"), 1))
+    admit_all(store, [record(1, "worda")])
     with store.write() as db:
         db.execute(f"INSERT INTO {table} ({table}, rank) VALUES ('secure-delete', 0)")  # as an older server made it
     store.close()

@@ -151,7 +151,7 @@ class UnisolatedStore(SqliteStore):
 
                 return call
 
-        return work(StatementAtATime())  # type: ignore[arg-type]
+        return work(StatementAtATime())
 
 
 class ReplayableConfirmations(SqliteStore):
