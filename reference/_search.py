@@ -23,6 +23,9 @@ FIELDS = ("primary_text", "decision_text", "evidence_text", "context_text", "cit
 FIELD_WEIGHTS = (3.0, 2.0, 1.5, 1.0, 0.5)
 RRF_K = 60
 MAX_CANDIDATES = 2000  # matches ranked per request, as the upstream recall caps them
+# Matches fetched from the index per search, beyond the limit, for the records a validity filter drops;
+# a search that needs more fetches again, FETCH_GROWTH times as many.
+OVERFETCH, FETCH_GROWTH = 256, 4
 CURSOR_AAD = b"engram-memory-mcp/page-cursor/v1"
 LEXICAL_WEIGHT, RECENCY_WEIGHT = 0.85, 0.15
 
@@ -41,6 +44,47 @@ def create_table_sql(scope: Scope) -> str:
         f"CREATE VIRTUAL TABLE IF NOT EXISTS {fts_table(scope)} USING fts5 "
         f"({columns}, tokenize = 'unicode61 remove_diacritics 2')"
     )
+
+
+def secure_delete_sql(table: str) -> str:
+    """Make ``table``'s deletes remove the row's terms from the index in place (FTS5, SQLite 3.42+).
+
+    Without it a delete only appends a marker and the text stays in the index
+    until a merge rewrites it; the setting persists in the table.
+    """
+    return f"INSERT INTO {table} ({table}, rank) VALUES ('secure-delete', 1)"
+
+
+def ranked_matches_sql(table: str) -> str:
+    """The matches that score at least as well as the ``fetch``-th best, joined to their records.
+
+    Weighted BM25 is computed once per match inside the index; only the matches
+    up to the ``fetch``-th best score, the whole run of matches tied with it
+    included, reach the join and the sort, each with whether it is searchable
+    now. Parameters: the match expression, fetch, valid_as_of (ms) twice,
+    valid_as_of as an instant.
+    """
+    weights = ", ".join(str(w) for w in FIELD_WEIGHTS)
+    return (
+        f"WITH matches AS MATERIALIZED (SELECT rowid, bm25({table}, {weights}) AS score FROM {table} "
+        f"WHERE {table} MATCH ?1), "
+        "cut AS (SELECT score FROM matches ORDER BY score LIMIT 1 OFFSET ?2 - 1) "
+        "SELECT r.record_id, m.score, r.state = 'accepted_current' AND r.valid_from <= ?3 "
+        "AND (r.valid_to IS NULL OR r.valid_to >= ?4) AND (r.expires_at IS NULL OR r.expires_at > ?5) AS searchable "
+        "FROM matches m JOIN records r ON r.rowid = m.rowid "
+        "WHERE m.score <= COALESCE((SELECT score FROM cut), 1e308) ORDER BY m.score, r.record_id"
+    )
+
+
+def top_ranked(rows: list[tuple[str, float, int]], fetch: int, limit: int) -> list[str] | None:
+    """The first ``limit`` searchable ids by (score, record id), or None when more matches are needed.
+
+    ``rows`` hold every match that scores at least as well as the ``fetch``-th
+    best, in (score, record id) order, so their searchable ids are the answer's
+    exact beginning. Fewer than ``fetch`` rows means they are every match.
+    """
+    searchable_ids = [rid for rid, _, searchable in rows if searchable]
+    return searchable_ids[:limit] if len(rows) < fetch or len(searchable_ids) >= limit else None
 
 
 def query_tokens(query: str) -> list[str]:

@@ -8,7 +8,6 @@ SQLite has a single writer, so a unit of work never needs to be re-run.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -32,6 +31,7 @@ from engram_mcp.reference._ports import (
     StoredRecord,
     Subject,
 )
+from engram_mcp.reference._sqlite import sqlite3
 
 
 class SqliteTransaction:
@@ -158,10 +158,13 @@ class SqliteTransaction:
              record["payload_digest"], valid_time["t"], valid_time.get("t_end"),
              record["retention"].get("expires_at"), cursor),
         ).lastrowid
-        self.sql.execute(search_index.create_table_sql(scope))
+        table = search_index.fts_table(scope)
+        if not self._has_table(table):
+            self.sql.execute(search_index.create_table_sql(scope))
+            self.sql.execute(search_index.secure_delete_sql(table))
         placeholders = ", ".join("?" for _ in search_index.FIELDS)
         self.sql.execute(
-            f"INSERT INTO {search_index.fts_table(scope)} (rowid, {', '.join(search_index.FIELDS)}) VALUES (?, "
+            f"INSERT INTO {table} (rowid, {', '.join(search_index.FIELDS)}) VALUES (?, "
             f"{placeholders})",
             (rowid, *search_index.field_texts(record)),
         )
@@ -173,9 +176,8 @@ class SqliteTransaction:
         ).fetchone()
         fts = search_index.fts_table(scope)
         self.sql.execute(f"DELETE FROM {fts} WHERE rowid = ?", (row["rowid"],))
-        # FTS5 deletes only append delete markers; 'optimize' rewrites the index without the deleted rows, in
-        # the same transaction, so the live index never holds the text after commit.
-        self.sql.execute(f"INSERT INTO {fts} ({fts}) VALUES ('optimize')")
+        # The scope's index has FTS5 secure-delete on (reference/_search.py): the delete takes the row's terms
+        # out of the index pages it touches, so the live index never holds the text after commit.
         self.sql.execute(
             "UPDATE records SET state = 'tombstoned', body = NULL, payload_digest = ? WHERE rowid = ?",
             (keyed_digest, row["rowid"]),
@@ -191,19 +193,22 @@ class SqliteTransaction:
 
     def search(self, scope: Scope, tokens: Sequence[str], valid_as_of_ms: int, limit: int) -> list[str]:
         table = search_index.fts_table(scope)
-        if not tokens or not self.sql.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone():
+        if not tokens or not self._has_table(table):
             return []
-        weights = ", ".join(str(w) for w in search_index.FIELD_WEIGHTS)
-        rows = self.sql.execute(
-            f"SELECT r.record_id FROM {table} f JOIN records r ON r.rowid = f.rowid "
-            f"WHERE {table} MATCH ? AND r.state = 'accepted_current' "
-            "AND r.valid_from <= ? AND (r.valid_to IS NULL OR r.valid_to >= ?) "
-            "AND (r.expires_at IS NULL OR r.expires_at > ?) "
-            f"ORDER BY bm25({table}, {weights}), r.record_id LIMIT ?",
-            (search_index.match_expression(list(tokens)), valid_as_of_ms, valid_as_of_ms,
-             instant(datetime.fromtimestamp(valid_as_of_ms / 1000, UTC)), limit),
-        ).fetchall()
-        return [row["record_id"] for row in rows]
+        match = search_index.match_expression(list(tokens))
+        expiry_instant = instant(datetime.fromtimestamp(valid_as_of_ms / 1000, UTC))
+        fetch = limit + search_index.OVERFETCH
+        while True:
+            rows = [(row[0], row[1], row[2]) for row in self.sql.execute(
+                search_index.ranked_matches_sql(table), (match, fetch, valid_as_of_ms, valid_as_of_ms, expiry_instant)
+            )]
+            found = search_index.top_ranked(rows, fetch, limit)
+            if found is not None:
+                return found
+            fetch *= search_index.FETCH_GROWTH
+
+    def _has_table(self, name: str) -> bool:
+        return self.sql.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchone() is not None
 
     # -- confirmation ids -----------------------------------------------------------------------
 

@@ -8,8 +8,9 @@ syncs the WAL at every commit (configurable; see the README).
 Pending candidates are stored sealed. An erasure (withdraw, forget) deletes the
 data with ``secure_delete`` on, so freed space is zeroed, and queues itself in
 the erasure ledger (reference/_erasure.py) until a truncating checkpoint has
-pushed the old page images out of the WAL; this SQLite has no FTS5
-secure-delete option, so forget also rewrites the scope's index ('optimize').
+pushed the old page images out of the WAL. The search indexes have FTS5
+secure-delete on, so forget takes a record's terms out of its scope's index in
+place, at a cost that does not grow with the store (reference/_sqlite.py).
 
 Several server processes may share one store (the conformance harness opens a
 process per session): SQLite serializes their writes, ``<store>.lock`` is held
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -36,6 +36,7 @@ from engram_mcp.reference import _search as search_index
 from engram_mcp.reference._call_counts import count_call
 from engram_mcp.reference._erasure import ErasureLedger
 from engram_mcp.reference._ports import Scope, StoreReader, StoreTransaction
+from engram_mcp.reference._sqlite import sqlite3
 from engram_mcp.reference._sqlite_tx import SqliteTransaction
 
 try:
@@ -169,6 +170,11 @@ MIGRATIONS: tuple[str, ...] = (
         rows_compacted INTEGER NOT NULL
     );
     """,
+    """
+    -- Search indexes use FTS5 secure-delete (SQLite 3.42+), which an older SQLite cannot
+    -- read; SqliteStore turns it on in each existing index when it opens the store.
+    SELECT 1;
+    """,
 )
 
 SYNCHRONOUS_LEVELS = ("normal", "full", "extra")  # 'off' is never offered: a commit must survive a crash
@@ -267,6 +273,17 @@ class SqliteStore:
             for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
                 # executescript runs the whole step, version bump included, in one transaction.
                 self._db.executescript(f"BEGIN IMMEDIATE;\n{script}\nPRAGMA user_version = {number};\nCOMMIT;")
+            self._secure_delete_indexes()
+
+    def _secure_delete_indexes(self) -> None:
+        """Turn FTS5 secure-delete on in every search index that lacks it (those an older server created)."""
+        with self.write() as db:
+            tables = [row[0] for row in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name GLOB 'fts_*' AND sql LIKE '%fts5%'"
+            )]
+            for table in tables:
+                if not db.execute(f"SELECT 1 FROM {table}_config WHERE k = 'secure-delete' AND v = 1").fetchone():
+                    db.execute(search_index.secure_delete_sql(table))
 
     @property
     def schema_version(self) -> int:

@@ -13,7 +13,6 @@ meanwhile, and other calls are answered all along.
 from __future__ import annotations
 
 import os
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -31,6 +30,7 @@ from engram_mcp.reference._core import Engine
 from engram_mcp.reference._crypto import KEYED_DIGEST_PREFIX, AesGcmCipher
 from engram_mcp.reference._policy import AcceptAll, RejectAll
 from engram_mcp.reference._ports import Scope
+from engram_mcp.reference._sqlite import sqlite3
 from engram_mcp.reference._store import MIGRATIONS, Store
 from tests.reference.conftest import (
     ENGRAM,

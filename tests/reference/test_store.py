@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import signal
-import sqlite3
 import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 import pytest
 from mcp.shared.exceptions import MCPError
 
+from engram_mcp.reference._sqlite import sqlite3
 from engram_mcp.reference._store import MIGRATIONS, Store
 from tests.reference.conftest import (
     ENGRAM,

@@ -9,7 +9,6 @@ so a store that checked and wrote in separate steps would show two effects.
 from __future__ import annotations
 
 import os
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -29,6 +28,7 @@ from engram_mcp.reference._crypto import AesGcmCipher
 from engram_mcp.reference._journal import append_event, journal_problems
 from engram_mcp.reference._policy import AcceptAll
 from engram_mcp.reference._ports import MemoryStore, Reservation, Scope, StoreTransaction
+from engram_mcp.reference._sqlite import sqlite3
 from engram_mcp.reference._sqlite_tx import SqliteTransaction
 from engram_mcp.reference._store import SqliteStore
 from tests.postgres_support import fresh_postgres_url, postgres_url  # noqa: F401  (the PostgreSQL site's fixtures)
@@ -151,7 +151,7 @@ class UnisolatedStore(SqliteStore):
 
                 return call
 
-        return work(StatementAtATime())  # type: ignore[arg-type]
+        return work(StatementAtATime())
 
 
 class ReplayableConfirmations(SqliteStore):
