@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import unicodedata
 from typing import Any
 
@@ -19,16 +20,20 @@ UPSTREAM = "graphify-memory"  # kept by upstream after its rename: changing it b
 PROFILE = "engram-memory-mcp"  # domains this project defines for the MCP layer
 
 
+def _nfc(text: str) -> str:
+    return text if text.isascii() else unicodedata.normalize("NFC", text)  # ASCII is always NFC
+
+
 def normalize(value: Any) -> Any:
     """NFC-normalise every string and key; refuse keys that collide once normalised."""
     if isinstance(value, str):
-        return unicodedata.normalize("NFC", value)
+        return _nfc(value)
     if isinstance(value, list):
-        return [normalize(item) for item in value]
+        return [_nfc(item) if type(item) is str else normalize(item) for item in value]
     if isinstance(value, dict):
         out: dict[str, Any] = {}
         for key, item in value.items():
-            nkey = unicodedata.normalize("NFC", key)
+            nkey = _nfc(key) if type(key) is str else unicodedata.normalize("NFC", key)
             if nkey in out:
                 raise ValueError("object keys collide after NFC normalisation")
             out[nkey] = normalize(item)
@@ -38,7 +43,43 @@ def normalize(value: Any) -> Any:
 
 def canonical_bytes(value: Any, *, normalize: bool = True) -> bytes:
     """RFC 8785 bytes of ``value`` (after NFC normalisation unless told otherwise)."""
-    return rfc8785.dumps(_normalize(value) if normalize else value)
+    value = _normalize(value) if normalize else value
+    return _plain_json(value) or rfc8785.dumps(value)
+
+
+_SAFE_INTEGER = 2**53 - 1  # RFC 8785 has no form for integers beyond it
+
+
+def _plain(value: Any) -> bool:
+    """Whether compact, key-sorted ``json.dumps`` output is already the RFC 8785 form of ``value``.
+
+    It is for strings, booleans, null and safe integers in arrays and objects: the two escape
+    strings alike, and code-point key order is UTF-16 order while no key leaves the BMP.
+    Floats (ES6 number form) and anything rarer go through the full serialiser.
+    """
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return True
+    if kind is int:
+        return -_SAFE_INTEGER <= value <= _SAFE_INTEGER
+    if kind is list:
+        return all(type(item) is str or _plain(item) for item in value)
+    if kind is dict:
+        return all(
+            type(key) is str and (key.isascii() or max(key) <= "\uffff") and _plain(item)
+            for key, item in value.items()
+        )
+    return False
+
+
+def _plain_json(value: Any) -> bytes | None:
+    """The RFC 8785 bytes of a plain value (see ``_plain``) by the C encoder; None for any other value."""
+    if not _plain(value):
+        return None
+    try:
+        return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: the full serialiser refuses it in its own words
+        return None
 
 
 _normalize = normalize

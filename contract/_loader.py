@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache, cached_property
 from importlib import resources
@@ -113,28 +113,32 @@ class Contract:
     version = CONTRACT_VERSION
 
     def __init__(self) -> None:
-        self._raw: dict[str, dict[str, bytes]] = {
-            package: {path: file.read_bytes() for path, file in _files(package)}
-            for package in _PACKAGES
-        }
+        self._raw: dict[str, dict[str, bytes]] = {}
+
+    def _package(self, package: str) -> dict[str, bytes]:
+        """A data package's files, read on first use: a server never reads the fixtures (megabytes of them)."""
+        files = self._raw.get(package)
+        if files is None:
+            files = self._raw[package] = {path: file.read_bytes() for path, file in _files(package)}
+        return files
 
     # -- raw documents -------------------------------------------------
     def document(self, package: str, path: str) -> Any:
         """A JSON data file, parsed afresh (callers may mutate their copy)."""
-        return json.loads(self._raw[f"engram_mcp.{package}"][path])
+        return json.loads(self._package(f"engram_mcp.{package}")[path])
 
     def text(self, package: str, path: str) -> str:
-        return self._raw[f"engram_mcp.{package}"][path].decode("utf-8")
+        return self._package(f"engram_mcp.{package}")[path].decode("utf-8")
 
     def paths(self, package: str) -> list[str]:
-        return sorted(self._raw[f"engram_mcp.{package}"])
+        return sorted(self._package(f"engram_mcp.{package}"))
 
     @cached_property
     def digest(self) -> str:
         """SHA-256 over every shipped data file: the contract hash in reports."""
         h = hashlib.sha256()
         for package in _PACKAGES:
-            for path, content in sorted(self._raw[package].items()):
+            for path, content in sorted(self._package(package).items()):
                 h.update(f"{package}/{path}\0".encode())
                 h.update(hashlib.sha256(content).digest())
         return "sha256:" + h.hexdigest()
@@ -251,6 +255,17 @@ class Contract:
     @cache
     def input_validator(self, tool: str) -> Draft202012Validator:
         return self.validator(self.input_schema(tool))
+
+    @cache
+    def input_validity(self, tool: str) -> Callable[[Any], bool]:
+        """The compiled fast check of a tool's arguments: True only for arguments the schema accepts."""
+        return self.validity(self.input_schema(tool))
+
+    def validity(self, schema: dict[str, Any]) -> Callable[[Any], bool]:
+        """A compiled check of ``schema`` that answers True only for values ``validator(schema)`` accepts."""
+        from engram_mcp.contract._compiled import compiled_validity
+
+        return compiled_validity(self, schema)
 
     @cache
     def output_validator(self, tool: str) -> Draft202012Validator:

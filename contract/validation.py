@@ -283,10 +283,11 @@ class ArgumentOracle:
             found.extend(self._run(rule_id, arguments, now))
             if found:
                 return self._finish(found)
-        for error in self.contract.input_validator(tool).iter_errors(arguments):
-            for leaf in _leaves(error):
-                rule_id = self._classifier.rule(leaf)
-                found.append(Violation(rule_id, rules[rule_id].code, pointer(leaf.absolute_path)))
+        if not self.contract.input_validity(tool)(arguments):  # the errors only for arguments that have some
+            for error in self.contract.input_validator(tool).iter_errors(arguments):
+                for leaf in _leaves(error):
+                    rule_id = self._classifier.rule(leaf)
+                    found.append(Violation(rule_id, rules[rule_id].code, pointer(leaf.absolute_path)))
         for rule in rules.values():
             if (
                 rule.mechanism == "check"

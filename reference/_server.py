@@ -139,15 +139,34 @@ def _unforeseen(tool: str) -> Outcome:
 
 
 class _InlineAudit:
-    """A call's audit row, written by a successful mutation inside its own unit of work."""
+    """A call's audit row: written by a successful mutation inside its own unit of work, else by ``settle``
+    on the same worker thread, so a call costs one hand-off to a thread, not one more for its journal."""
 
     def __init__(self, journal: AuditJournal, audit_id: str, binding: Binding, tool: str) -> None:
         self.journal, self.audit_id, self.binding, self.tool = journal, audit_id, binding, tool
-        self.written = False
+        self.written = False  # by the mutation's unit of work
+        self.journaled = False  # the call's row is in the journal, whoever wrote it
 
     def write(self, tx: StoreTransaction) -> None:
         self.journal.append_in(tx, self.audit_id, self.binding, self.tool, "ok")
         self.written = True
+
+    def settle(self, outcome: Outcome, cancelled: threading.Event) -> Outcome:
+        """Journal the call as it ended, on the worker thread; a cancelled call is left to the edge, which
+        journals it as cancelled. An unrecorded call cannot be vouched for, so a failed write answers the
+        constant unforeseen outcome."""
+        if self.written and outcome.ok:
+            self.journaled = True
+            return outcome
+        if cancelled.is_set():
+            return outcome
+        try:
+            self.journal.append(self.audit_id, self.binding, self.tool, outcome.code or "ok")
+        except Exception:
+            log.exception("audit journal write failed")
+            return _unforeseen(self.tool)
+        self.journaled = True
+        return outcome
 
 
 # The call being served (set per task by _call_tool), so its commit can carry the audit row.
@@ -238,19 +257,21 @@ class ReferenceServer:
             await self._audit_quietly(binding, tool, str(refusal.error.code))
             raise
         except anyio.get_cancelled_exc_class():
-            # notifications/cancelled: the SDK drops the answer; the journal still records the call (EMC-HP-056).
-            with anyio.CancelScope(shield=True):
-                await self._audit_quietly(binding, tool, "cancelled")
+            # notifications/cancelled: the SDK drops the answer; the journal still records the call (EMC-HP-056),
+            # as cancelled unless it had already ended and been journaled as it ended.
+            if not inline.journaled:
+                with anyio.CancelScope(shield=True):
+                    await self._audit_quietly(binding, tool, "cancelled")
             raise
         except Exception:  # anything unforeseen leaves as a constant envelope, never as text
             log.exception("tool call failed")
-            inline.written = False  # whatever the unit of work did, the call is journaled below as it ended
+            inline.written = inline.journaled = False  # whatever the unit of work did, it is journaled below
             result = _unforeseen(tool)
         if isinstance(result, types.InputRequiredResult):
             await self._audit_quietly(binding, tool, "input_required")
             return result
-        if inline.written and result.ok:
-            return tool_result(envelope(result, audit_id))  # journaled in the mutation's own unit of work
+        if inline.journaled:
+            return tool_result(envelope(result, audit_id))  # journaled on the worker thread that ran the call
         try:
             with anyio.CancelScope(shield=True):  # a commit that beat a cancellation is still journaled
                 await self._audit(binding, tool, result.code or "ok", audit_id)
@@ -274,30 +295,62 @@ class ReferenceServer:
             raise _protocol_error(_UNTRUSTED)
         if tool == "engram_memory_capture" and not self.config.may_capture(scope_of(binding), binding.principal):
             return Outcome(code="UNAUTHORIZED")  # granted the tool, not the authority in this scope (EMC-HP-057)
+        policy = self.policy_for(scope_of(binding))
+        gated = {t for t, on in (("engram_memory_capture", policy.confirm_capture),
+                                 ("engram_memory_request_admission", policy.confirm_admission)) if on}
+        inline = _INLINE_AUDIT.get()
+        journal = inline if inline is not None and inline.audit_id == audit_id else None
+        cancelled = threading.Event()
+        if not confirmation_required(tool, gated):
+            # No gate to wait for: replay, clock, deadline, the operation and its journal row in one hand-off.
+            return await _in_worker(cancelled, partial(self._ungated, tool, binding, arguments, now, journal,
+                                                       cancelled))
         if _CONTRACT.tools[tool].idempotent:
             replay = await anyio.to_thread.run_sync(self.engine.replay, tool, binding, arguments)
             if replay is not None:
                 return replay  # a completed mutation is never confirmed twice
-        # The clock judges a first execution only: a retry keeps the retention of its first capture (EMC-IDEM-013).
         timely = self.oracle.clock_verdict(tool, arguments, now=now)
         if not timely.valid:
             return Outcome(code=timely.code)
-        policy = self.policy_for(scope_of(binding))
-        gated = {t for t, on in (("engram_memory_capture", policy.confirm_capture),
-                                 ("engram_memory_request_admission", policy.confirm_admission)) if on}
-        approved_at: float | None = None
-        if confirmation_required(tool, gated):
-            gate = await self._gate(ctx, params, tool, binding, arguments, int(policy.confirmation_ttl.total_seconds()))
-            if isinstance(gate, types.InputRequiredResult):
-                return gate
-            if gate is None or approval_too_old(gate):  # the window runs to the start of the commit (EMC-HP-066)
-                return Outcome(code="gate_failed")
-            approved_at = gate
-        if deadline_passed(binding):  # again after any wait, before the reservation and the commit (EMC-HP-055)
+        gate = await self._gate(ctx, params, tool, binding, arguments, int(policy.confirmation_ttl.total_seconds()))
+        if isinstance(gate, types.InputRequiredResult):
+            return gate
+        if gate is None or approval_too_old(gate):  # the window runs to the start of the commit (EMC-HP-066)
+            return Outcome(code="gate_failed")
+        if deadline_passed(binding):  # again after the wait, before the reservation and the commit (EMC-HP-055)
             return Outcome(code="DEADLINE_EXCEEDED")
-        inline = _INLINE_AUDIT.get()
-        write = inline.write if inline is not None and inline.audit_id == audit_id else None
-        cancelled = threading.Event()
+        return await _in_worker(cancelled, partial(self._execute, tool, binding, arguments, journal, cancelled, gate))
+
+    def _ungated(
+        self, tool: str, binding: Binding, arguments: dict[str, Any], now: datetime,
+        journal: _InlineAudit | None, cancelled: threading.Event,
+    ) -> Outcome:
+        """A call no confirmation gates, on a worker thread: its replay, then a first execution."""
+        if _CONTRACT.tools[tool].idempotent:
+            try:
+                replay = self.engine.replay(tool, binding, arguments)
+            except Exception:
+                log.exception("tool call failed")
+                return self._settled(_unforeseen(tool), journal, cancelled)
+            if replay is not None:
+                return self._settled(replay, journal, cancelled)
+        # The clock judges a first execution only: a retry keeps the retention of its first capture (EMC-IDEM-013).
+        timely = self.oracle.clock_verdict(tool, arguments, now=now)
+        if not timely.valid:
+            return self._settled(Outcome(code=timely.code), journal, cancelled)
+        if deadline_passed(binding):  # again before the reservation and the commit (EMC-HP-055)
+            return self._settled(Outcome(code="DEADLINE_EXCEEDED"), journal, cancelled)
+        return self._execute(tool, binding, arguments, journal, cancelled, None)
+
+    @staticmethod
+    def _settled(outcome: Outcome, journal: _InlineAudit | None, cancelled: threading.Event) -> Outcome:
+        return journal.settle(outcome, cancelled) if journal is not None else outcome
+
+    def _execute(
+        self, tool: str, binding: Binding, arguments: dict[str, Any], journal: _InlineAudit | None,
+        cancelled: threading.Event, approved_at: float | None,
+    ) -> Outcome:
+        """The operation and the call's journal row, on a worker thread."""
 
         def last_word() -> None:
             """Asked again once the unit of work holds the store's lock: the wait for it may have outlived the call."""
@@ -308,8 +361,15 @@ class ReferenceServer:
             if deadline_passed(binding):
                 raise Refusal("DEADLINE_EXCEEDED")
 
-        return await _in_worker(cancelled, partial(self.engine.call, tool, binding, arguments, datetime.now(UTC),
-                                                   write, last_word))
+        try:
+            outcome = self.engine.call(tool, binding, arguments, datetime.now(UTC),
+                                       journal.write if journal is not None else None, last_word)
+        except Exception:  # anything unforeseen leaves as a constant envelope, never as text
+            log.exception("tool call failed")
+            if journal is not None:
+                journal.written = False  # whatever the unit of work did, the call is journaled as it ended
+            outcome = _unforeseen(tool)
+        return self._settled(outcome, journal, cancelled)
 
     async def _gate(
         self, ctx: ServerRequestContext, params: types.CallToolRequestParams, tool: str,

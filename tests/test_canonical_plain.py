@@ -1,0 +1,55 @@
+"""The fast path of the canonical form (the C JSON encoder) gives RFC 8785 bytes, or leaves the value to rfc8785."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import rfc8785
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engram_mcp.contract._canonical import _plain_json, canonical_bytes
+
+_SAFE = 2**53 - 1
+texts = st.text(st.characters(codec=None), max_size=12)  # lone surrogates and non-BMP characters included
+scalars = st.none() | st.booleans() | st.integers(-(2**60), 2**60) | st.floats(allow_nan=False) | texts
+values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(texts, inner, max_size=4),
+                      max_leaves=20)
+
+
+def _reference(value: Any) -> bytes | type[Exception]:
+    try:
+        return rfc8785.dumps(value)
+    except Exception as error:  # the kind of refusal is what must match
+        return type(error)
+
+
+def _canonical(value: Any) -> bytes | type[Exception]:
+    try:
+        return canonical_bytes(value, normalize=False)
+    except Exception as error:
+        return type(error)
+
+
+@settings(max_examples=800, deadline=None)
+@given(values)
+def test_the_fast_path_writes_rfc8785_bytes_or_stands_aside(value: Any) -> None:
+    fast = _plain_json(value)
+    if fast is not None:
+        assert fast == _reference(value)
+    assert _canonical(value) == _reference(value)
+
+
+@pytest.mark.parametrize("value", [
+    {"\U0001f600": 1, "\uffff": 2},  # UTF-16 order differs from code-point order outside the BMP
+    {"n": _SAFE + 1}, {"n": -_SAFE - 1}, {"f": 1.0}, {"t": (1, 2)}, {"s": "\ud800"}, {"\ud800": 1},
+])
+def test_values_the_fast_path_leaves_to_the_full_serialiser(value: Any) -> None:
+    assert _plain_json(value) is None
+    assert _canonical(value) == _reference(value)
+
+
+def test_escapes_match_rfc8785() -> None:
+    value = {"c": "".join(map(chr, range(0x20))) + "\x7f\u2028\u2029\"\\/é\U0001f600", "k": [True, False, None, _SAFE]}
+    assert _plain_json(value) == rfc8785.dumps(value)

@@ -1,0 +1,121 @@
+"""The compiled fast path (contract/_compiled.py) never passes a value the Python validator refuses, and the
+oracle's verdicts are the ones the Python validator alone gives: over every argument fixture, over generated
+mutations of them, and over binding claims."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engram_mcp.contract import ArgumentOracle, load
+from engram_mcp.contract._loader import Contract
+
+CONTRACT = load()
+TOOLS = sorted(CONTRACT.tools)
+CASES = [(tool, case) for tool in TOOLS for case in CONTRACT.fixture(f"arguments/{tool}.json")["cases"]]
+
+
+class _PythonOnly(Contract):
+    """The contract with the fast path turned off: every value goes through the Python validator."""
+
+    def input_validity(self, tool: str) -> Any:
+        return lambda value: False
+
+
+SLOW = ArgumentOracle(_PythonOnly())
+FAST = ArgumentOracle(CONTRACT)
+
+
+def _agree(tool: str, arguments: Any) -> None:
+    fast = CONTRACT.input_validity(tool)(arguments)
+    valid = CONTRACT.input_validator(tool).is_valid(arguments)
+    assert not fast or valid, "the compiled check passed arguments the schema refuses"
+    assert FAST.verdict(tool, arguments) == SLOW.verdict(tool, arguments)
+
+
+@pytest.mark.parametrize(("tool", "case"), CASES, ids=[f"{t}:{c['description']}" for t, c in CASES])
+def test_every_argument_fixture_gets_the_same_verdict(tool: str, case: dict[str, Any]) -> None:
+    _agree(tool, case["arguments"])
+    if case["valid"]:
+        assert CONTRACT.input_validity(tool)(case["arguments"]), "a valid fixture missed the fast path"
+
+
+# Values chosen where two regex engines or two JSON models could disagree.
+_AWKWARD = st.sampled_from([
+    "", "a\n", "sha256:" + "a" * 64 + "\n", "sha256:" + "a" * 63 + "\u0661", "mem_" + "a" * 52, "\u0661\u0662",
+    "e\u0301", "\u00e9", "\U0001f600", "x" * 70000, "purpose:case", "2026-02-30T00:00:00.000Z",
+    "2024-02-29T00:00:00.000Z", "component:decision", "citation:source", " ", "\t",
+    0, -1, 1.0, 1.5, 2**53, 2**53 - 1, 2**64, -(2**63), True, False, None, [], {}, [1, 1.0], ["a", "a"],
+])
+_JSON = st.recursive(
+    _AWKWARD | st.text(max_size=8) | st.integers() | st.floats(allow_nan=False, allow_infinity=False),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=6,
+)
+
+
+def _paths(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    found = [path]
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found += _paths(item, (*path, key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found += _paths(item, (*path, i))
+    return found
+
+
+@st.composite
+def _mutated(draw: st.DrawFn) -> tuple[str, Any]:
+    tool, case = draw(st.sampled_from(CASES))
+    arguments = copy.deepcopy(case["arguments"])
+    for _ in range(draw(st.integers(1, 3))):
+        path = draw(st.sampled_from(_paths(arguments)))
+        if not path:
+            continue
+        parent = arguments
+        for step in path[:-1]:
+            parent = parent[step]
+        action = draw(st.sampled_from(["replace", "delete", "add"]))
+        if action == "delete" and isinstance(parent, dict):
+            del parent[path[-1]]
+        elif action == "add" and isinstance(parent, dict):
+            parent[draw(st.text(max_size=6))] = draw(_JSON)
+        else:
+            parent[path[-1]] = draw(_JSON)
+    return tool, arguments
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_mutated())
+def test_mutated_arguments_get_the_same_verdict(mutated: tuple[str, Any]) -> None:
+    _agree(*mutated)
+
+
+def _claims() -> dict[str, Any]:
+    return {"iss": "host:a", "aud": "server:a", "iat": 1_700_000_000, "exp": 1_700_000_060, "jti": "jti-1",
+            "tenant": "tenant:a", "workspace": "ws:a", "principal": "p:a", "agent_id": "agent:a",
+            "session": "s:a", "purpose_ref": "purpose:a", "audit_id": "audit_" + "0" * 32}
+
+
+CLAIMS_SCHEMA = CONTRACT.data_schema("binding-claims")
+CLAIMS_FAST, CLAIMS_FULL = CONTRACT.validity(CLAIMS_SCHEMA), CONTRACT.validator(CLAIMS_SCHEMA)
+
+
+def test_well_formed_claims_take_the_fast_path() -> None:
+    assert CLAIMS_FAST(_claims())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from([*sorted(_claims()), "nbf", "deadline", "extra"]), _JSON, st.booleans())
+def test_binding_claims_get_the_same_verdict(claim: str, value: Any, drop: bool) -> None:
+    claims = _claims()
+    if drop:
+        claims.pop(claim, None)
+    else:
+        claims[claim] = value
+    assert CLAIMS_FAST(claims) == CLAIMS_FULL.is_valid(claims) or not CLAIMS_FAST(claims)
