@@ -36,6 +36,7 @@ from typing import Any
 
 from engram_mcp.conformance._checks import Status
 from engram_mcp.conformance._connect import ERAS, Connection, Era, Target
+from engram_mcp.conformance._head_start import HeadStarts
 from engram_mcp.conformance._host import ConfirmationReferences, Confirmer, HostBinding
 from engram_mcp.conformance._profile import Profile
 from engram_mcp.conformance._raw import RawSession
@@ -154,6 +155,7 @@ class Run:
     exit_code: int | None = None  # the judged verdict, once the session has ended
     connections: dict[str, Connection] = field(default_factory=dict)
     extra: list[Connection] = field(default_factory=list)
+    without_elicitation: dict[str, Connection] = field(default_factory=dict)  # era -> the one such extra session
     unreachable: str | None = None
     unsupported_eras: dict[str, str] = field(default_factory=dict)  # era -> why the target refused it
     notes: list[str] = field(default_factory=list)  # what the preflight learned that the verdict alone does not say
@@ -162,6 +164,7 @@ class Run:
     raw_sessions: dict[str, RawSession] = field(default_factory=dict)
     _raw_lock: threading.Lock = field(default_factory=threading.Lock)
     references: ConfirmationReferences | None = None  # the host-reference mode, when the profile declares it
+    head_starts: HeadStarts = field(default_factory=HeadStarts)  # checks opened early so their waits overlap
 
     def __post_init__(self) -> None:
         if not self.transports:
