@@ -26,6 +26,7 @@ check runs once per era. ``Result.label`` is ``check@era[case]``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import threading
 from dataclasses import dataclass, field
@@ -163,6 +164,7 @@ class Run:
     results: list[Result] = field(default_factory=list)
     raw_sessions: dict[str, RawSession] = field(default_factory=dict)
     _raw_lock: threading.Lock = field(default_factory=threading.Lock)
+    _raw_closed: bool = False
     references: ConfirmationReferences | None = None  # the host-reference mode, when the profile declares it
     head_starts: HeadStarts = field(default_factory=HeadStarts)  # checks opened early so their waits overlap
 
@@ -195,14 +197,29 @@ class Run:
     def raw(self, era: str) -> RawSession:
         """A raw JSON-RPC session in this era, for what no SDK session can carry (opened once)."""
         with self._raw_lock:
+            if self._raw_closed:
+                raise RuntimeError("the run is over: no raw session opens now")
             if era not in self.raw_sessions:
                 session = RawSession(self.target, as_era(era), self.timeout)
                 session.open()
                 self.raw_sessions[era] = session
             return self.raw_sessions[era]
 
+    def warm_raw(self) -> None:
+        """Open the raw sessions of the eras spoken in the background, so the target starts while checks run;
+        a failure to open is met again (and reported) by the check that asks for the session."""
+        for era in list(self.connections):
+            threading.Thread(target=self._open_raw_quietly, args=(era,), daemon=True,
+                             name=f"raw-session-{era}").start()
+
+    def _open_raw_quietly(self, era: str) -> None:
+        with contextlib.suppress(Exception):
+            self.raw(era)
+
     def close(self) -> None:
         for conn in [*self.connections.values(), *self.extra]:
             conn.close()
-        for session in self.raw_sessions.values():
-            session.close()
+        with self._raw_lock:  # waits for a raw session being opened in the background, so it is closed too
+            for session in self.raw_sessions.values():
+                session.close()
+            self._raw_closed = True
