@@ -184,6 +184,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         # Nothing can be judged: say so once instead of blocking every check in turn.
         session.config.hook.pytest_deselected(items=list(session.items))
         session.items.clear()
+        return
+    # The extra sessions the selected checks use start now, beside the checks that come first.
+    run.warm({kind for item in session.items for mark in item.iter_markers("engram_sessions") for kind in mark.args})
 
 
 # -- fixtures --------------------------------------------------------------------

@@ -164,7 +164,8 @@ class Run:
     results: list[Result] = field(default_factory=list)
     raw_sessions: dict[str, RawSession] = field(default_factory=dict)
     _raw_lock: threading.Lock = field(default_factory=threading.Lock)
-    _raw_closed: bool = False
+    _extra_lock: threading.Lock = field(default_factory=threading.Lock)
+    _closed: bool = False  # the run has ended: no session opens any more
     references: ConfirmationReferences | None = None  # the host-reference mode, when the profile declares it
     head_starts: HeadStarts = field(default_factory=HeadStarts)  # checks opened early so their waits overlap
 
@@ -197,7 +198,7 @@ class Run:
     def raw(self, era: str) -> RawSession:
         """A raw JSON-RPC session in this era, for what no SDK session can carry (opened once)."""
         with self._raw_lock:
-            if self._raw_closed:
+            if self._closed:
                 raise RuntimeError("the run is over: no raw session opens now")
             if era not in self.raw_sessions:
                 session = RawSession(self.target, as_era(era), self.timeout)
@@ -205,21 +206,35 @@ class Run:
                 self.raw_sessions[era] = session
             return self.raw_sessions[era]
 
-    def warm_raw(self) -> None:
-        """Open the raw sessions of the eras spoken in the background, so the target starts while checks run;
-        a failure to open is met again (and reported) by the check that asks for the session."""
-        for era in list(self.connections):
-            threading.Thread(target=self._open_raw_quietly, args=(era,), daemon=True,
-                             name=f"raw-session-{era}").start()
+    def session_without_elicitation(self, era: str) -> Connection:
+        """The one extra session per era that declares no elicitation capability (opened once)."""
+        with self._extra_lock:
+            if self._closed:
+                raise RuntimeError("the run is over: no session opens now")
+            if era not in self.without_elicitation:
+                self.without_elicitation[era] = self.open_extra(era, elicitation=False)
+            return self.without_elicitation[era]
 
-    def _open_raw_quietly(self, era: str) -> None:
+    def warm(self, kinds: set[str]) -> None:
+        """Open the extra sessions of these kinds (raw, without-elicitation) for every era spoken, in the
+        background, so their targets start while checks run; a failure to open is met again (and reported)
+        by the check that asks for the session."""
+        openers = {"raw": self.raw, "without-elicitation": self.session_without_elicitation}
+        for kind in sorted(kinds & openers.keys()):
+            for era in list(self.connections):
+                threading.Thread(target=self._open_quietly, args=(openers[kind], era), daemon=True,
+                                 name=f"{kind}-session-{era}").start()
+
+    @staticmethod
+    def _open_quietly(opener: Any, era: str) -> None:
         with contextlib.suppress(Exception):
-            self.raw(era)
+            opener(era)
 
     def close(self) -> None:
+        # Waits for a session being opened in the background, so that it is closed too.
+        with self._raw_lock, self._extra_lock:
+            self._closed = True
         for conn in [*self.connections.values(), *self.extra]:
             conn.close()
-        with self._raw_lock:  # waits for a raw session being opened in the background, so it is closed too
-            for session in self.raw_sessions.values():
-                session.close()
-            self._raw_closed = True
+        for session in self.raw_sessions.values():
+            session.close()

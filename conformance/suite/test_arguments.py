@@ -168,19 +168,12 @@ def _wanted(session: pytest.Session) -> bool:
     return False
 
 
-def _fixtures_wanted(session: pytest.Session) -> bool:
-    return any((marker := item.get_closest_marker("engram_check")) and marker.args[0] == "arguments.fixtures"
-               for item in session.items)
-
-
 @pytest.fixture(scope="module", autouse=True)
 def drawing(request: pytest.FixtureRequest, harness: Any) -> Iterator[None]:
     """Start drawing as soon as the module starts, when the run includes the schemathesis checks."""
     key = (harness.seed, harness.examples, harness.profile.purpose_ref)
     if key not in _DRAWINGS and _wanted(request.session):
         _DRAWINGS[key] = Drawing(*key)
-    if _fixtures_wanted(request.session):
-        harness.warm_raw()  # the corpus's lone surrogates go over raw sessions: start their targets now
     yield
     held = _DRAWINGS.get(key)
     if held is not None:
@@ -436,6 +429,7 @@ def _tools() -> Any:
 
 
 @check("arguments.fixtures", "EMC-ENC-008")
+@pytest.mark.engram_sessions("raw")  # the corpus's lone surrogates go over raw sessions
 @_tools()
 def test_the_fixture_corpus(world: World, harness: Any, tool: str) -> None:
     """Every labelled case of fixtures/arguments/<tool>.json gets the verdict the oracle gives it.

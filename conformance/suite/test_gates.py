@@ -173,16 +173,11 @@ def ttl_or_skip(world: World, scope: ScopeProfile) -> float:
 
 
 def session_without_elicitation(harness: Run, era: str) -> Connection:
-    """One extra session per era that declares no elicitation capability (kept on the run: every module that
-    imports this one shares it)."""
-    if era not in harness.without_elicitation:
-        try:
-            harness.without_elicitation[era] = harness.open_extra(era, elicitation=False)
-        except Exception as problem:  # the target refusing a second session is a prerequisite, not a verdict
-            raise Blocked(
-                f"a second session without elicitation could not be opened ({type(problem).__name__})"
-            ) from None
-    return harness.without_elicitation[era]
+    """The run's one extra session per era that declares no elicitation capability."""
+    try:
+        return harness.session_without_elicitation(era)
+    except Exception as problem:  # the target refusing a second session is a prerequisite, not a verdict
+        raise Blocked(f"a second session without elicitation could not be opened ({type(problem).__name__})") from None
 
 
 # The checks of the server-initiated mode (the server asks; the host answers). A profile that declares only
@@ -266,17 +261,18 @@ UNANSWERED = "gate.unanswered"
 
 
 @head_start(UNANSWERED)
-def leave_a_state_unanswered(world: World) -> tuple[float, dict[str, Any], dict[str, Any], str, float] | None:
-    """2026-07-28: a withdraw's first round, left unanswered: (its TTL, arguments, meta, request_state, when it came
-    back, monotonic). The legacy era holds its call open instead, so it has nothing to open early."""
+def leave_a_state_unanswered(world: World) -> tuple[float, dict[str, Any], str, str, float] | None:
+    """2026-07-28: a withdraw's first round, left unanswered: (its TTL, arguments, principal, request_state, when it
+    came back, monotonic). The legacy era holds its call open instead, so it has nothing to open early."""
     if world.era == "legacy":
         return None
     if "server-initiated" not in world.profile.confirmation_modes:
         return None  # the check is not applicable (_server_initiated_declared): no call to make
     ttl = ttl_or_skip(world, world.primary)
     arguments = withdraw_arguments(pending_candidate(world))
-    meta, state = first_round(world, WITHDRAW, arguments)
-    return ttl, arguments, meta, state, time.monotonic()
+    principal = world.principal(world.primary, {WITHDRAW})
+    _, state = first_round(world, WITHDRAW, arguments, principal=principal)
+    return ttl, arguments, principal, state, time.monotonic()
 
 
 @check(UNANSWERED, "EMC-GATE-001", "EMC-GATE-004", "EMC-HP-032", "EMC-HP-037")
@@ -287,10 +283,13 @@ def test_a_confirmation_not_given_in_time_fails(harness: Run, world: World) -> N
     else:
         opened = harness.head_starts.take(UNANSWERED, world)
         require(opened is not None, "the unanswered first round was not made")
-        ttl, arguments, meta, state, asked_at = opened
+        ttl, arguments, principal, state, asked_at = opened
         # The state's TTL runs from when the server issued it, before its reply came back.
         wait_until(asked_at + ttl + EXPIRY_SLACK)
         waited = seconds_since(asked_at)
+        # A binding of this moment for the same scope and principal: the first round's may have expired since,
+        # and the state is judged on the call, not on which binding token carried it.
+        meta = offered_meta(world, WITHDRAW, world.primary, principal)
         reply = world.conn.call(WITHDRAW, arguments, meta, input_responses=world.confirmer.input_responses("accept"),
                                 request_state=state)
         world.evidence.add("expired_state", {"waited": round(waited, 2), "outcome": outcome(reply)})
@@ -437,6 +436,7 @@ def test_a_state_minted_for_another_operation_is_refused(world: World, other: st
 
 
 @check("gate.no-confirmation-channel", "EMC-GATE-008", "EMC-HP-031", "EMC-HP-067")
+@pytest.mark.engram_sessions("without-elicitation")
 @pytest.mark.parametrize("tool", [WITHDRAW, FORGET])
 def test_a_host_without_elicitation_gets_the_protocol_error(world: World, harness: Run, tool: str) -> None:
     """A session without elicitation cannot confirm: withdraw and forget are -32603, and nothing changes."""
