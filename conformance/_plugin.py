@@ -184,6 +184,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         # Nothing can be judged: say so once instead of blocking every check in turn.
         session.config.hook.pytest_deselected(items=list(session.items))
         session.items.clear()
+        return
+    # The extra sessions the selected checks use start now, beside the checks that come first.
+    run.warm({kind for item in session.items for mark in item.iter_markers("engram_sessions") for kind in mark.args})
 
 
 # -- fixtures --------------------------------------------------------------------
@@ -203,7 +206,7 @@ def evidence() -> Evidence:
 
 
 @pytest.fixture
-def world(harness: Run, era: str, evidence: Evidence) -> World:
+def world(request: pytest.FixtureRequest, harness: Run, era: str, evidence: Evidence) -> World:
     if harness.unreachable:
         raise Blocked(f"target unreachable: {harness.unreachable}")
     if era in harness.unsupported_eras:
@@ -219,7 +222,23 @@ def world(harness: Run, era: str, evidence: Evidence) -> World:
     conn = harness.connection(era)
     if harness.references is not None and "server-initiated" not in harness.profile.confirmation_modes:
         conn.confirm_by_reference = ReferenceConfirmation(harness.references, harness.profile)
-    return World(conn, harness.host, harness.confirmer, harness.profile, evidence, references=harness.references)
+
+    def make_world(seen: Evidence) -> World:
+        return World(conn, harness.host, harness.confirmer, harness.profile, seen, references=harness.references)
+
+    # The era's first check opens the checks that wait for a clock, so their waits overlap the checks between.
+    harness.head_starts.begin(era, _checks_in_era(request.session.items, era), make_world)
+    return make_world(evidence)
+
+
+def _checks_in_era(items: Sequence[pytest.Item], era: str) -> set[str]:
+    found = set()
+    for item in items:
+        marked = _check_marker(item)
+        callspec = getattr(item, "callspec", None)
+        if marked is not None and callspec is not None and callspec.params.get("era") == era:
+            found.add(marked[0])
+    return found
 
 
 # -- statuses ------------------------------------------------------------------

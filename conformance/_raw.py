@@ -39,8 +39,11 @@ class RawSession:
     """One raw session with the target in one era; call() sends tools/call with any arguments."""
 
     def __init__(self, target: Target, era: Era, timeout: float) -> None:
-        # A raw request is small: a target that has not answered in 10 s has dropped it.
+        # A raw request is small: a target that has not answered in 10 s has dropped it. The first exchange
+        # of a stdio session also waits for the target to start, so it gets the whole call timeout.
         self.target, self.era, self.timeout = target, era, min(timeout, 10.0)
+        self.first_timeout = max(timeout, self.timeout)
+        self._heard = False  # the target has written a line: it is up
         self._next_id = 0
         self._process: subprocess.Popen[str] | None = None
         self._lines: queue.Queue[str] = queue.Queue()
@@ -106,7 +109,7 @@ class RawSession:
         self._next_id += 1
         wanted = self._next_id
         messages = self._write(_text({"jsonrpc": "2.0", "id": wanted, "method": method, "params": params}))
-        deadline = time.monotonic() + self.timeout
+        deadline = time.monotonic() + (self.timeout if self._heard or self._http is not None else self.first_timeout)
         while True:
             for message in messages:
                 if not isinstance(message, dict):
@@ -121,6 +124,7 @@ class RawSession:
                 line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 return None
+            self._heard = True
             try:
                 messages = [json.loads(line)]
             except ValueError:

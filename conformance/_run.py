@@ -26,6 +26,7 @@ check runs once per era. ``Result.label`` is ``check@era[case]``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import threading
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from typing import Any
 
 from engram_mcp.conformance._checks import Status
 from engram_mcp.conformance._connect import ERAS, Connection, Era, Target
+from engram_mcp.conformance._head_start import HeadStarts
 from engram_mcp.conformance._host import ConfirmationReferences, Confirmer, HostBinding
 from engram_mcp.conformance._profile import Profile
 from engram_mcp.conformance._raw import RawSession
@@ -154,6 +156,7 @@ class Run:
     exit_code: int | None = None  # the judged verdict, once the session has ended
     connections: dict[str, Connection] = field(default_factory=dict)
     extra: list[Connection] = field(default_factory=list)
+    without_elicitation: dict[str, Connection] = field(default_factory=dict)  # era -> the one such extra session
     unreachable: str | None = None
     unsupported_eras: dict[str, str] = field(default_factory=dict)  # era -> why the target refused it
     notes: list[str] = field(default_factory=list)  # what the preflight learned that the verdict alone does not say
@@ -161,7 +164,10 @@ class Run:
     results: list[Result] = field(default_factory=list)
     raw_sessions: dict[str, RawSession] = field(default_factory=dict)
     _raw_lock: threading.Lock = field(default_factory=threading.Lock)
+    _extra_lock: threading.Lock = field(default_factory=threading.Lock)
+    _closed: bool = False  # the run has ended: no session opens any more
     references: ConfirmationReferences | None = None  # the host-reference mode, when the profile declares it
+    head_starts: HeadStarts = field(default_factory=HeadStarts)  # checks opened early so their waits overlap
 
     def __post_init__(self) -> None:
         if not self.transports:
@@ -192,13 +198,42 @@ class Run:
     def raw(self, era: str) -> RawSession:
         """A raw JSON-RPC session in this era, for what no SDK session can carry (opened once)."""
         with self._raw_lock:
+            if self._closed:
+                raise RuntimeError("the run is over: no raw session opens now")
             if era not in self.raw_sessions:
                 session = RawSession(self.target, as_era(era), self.timeout)
                 session.open()
                 self.raw_sessions[era] = session
             return self.raw_sessions[era]
 
+    def session_without_elicitation(self, era: str) -> Connection:
+        """The one extra session per era that declares no elicitation capability (opened once)."""
+        with self._extra_lock:
+            if self._closed:
+                raise RuntimeError("the run is over: no session opens now")
+            if era not in self.without_elicitation:
+                self.without_elicitation[era] = self.open_extra(era, elicitation=False)
+            return self.without_elicitation[era]
+
+    def warm(self, kinds: set[str]) -> None:
+        """Open the extra sessions of these kinds (raw, without-elicitation) for every era spoken, in the
+        background, so their targets start while checks run; a failure to open is met again (and reported)
+        by the check that asks for the session."""
+        openers = {"raw": self.raw, "without-elicitation": self.session_without_elicitation}
+        for kind in sorted(kinds & openers.keys()):
+            for era in list(self.connections):
+                threading.Thread(target=self._open_quietly, args=(openers[kind], era), daemon=True,
+                                 name=f"{kind}-session-{era}").start()
+
+    @staticmethod
+    def _open_quietly(opener: Any, era: str) -> None:
+        with contextlib.suppress(Exception):
+            opener(era)
+
     def close(self) -> None:
+        # Waits for a session being opened in the background, so that it is closed too.
+        with self._raw_lock, self._extra_lock:
+            self._closed = True
         for conn in [*self.connections.values(), *self.extra]:
             conn.close()
         for session in self.raw_sessions.values():

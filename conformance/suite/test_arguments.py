@@ -429,6 +429,7 @@ def _tools() -> Any:
 
 
 @check("arguments.fixtures", "EMC-ENC-008")
+@pytest.mark.engram_sessions("raw")  # the corpus's lone surrogates go over raw sessions
 @_tools()
 def test_the_fixture_corpus(world: World, harness: Any, tool: str) -> None:
     """Every labelled case of fixtures/arguments/<tool>.json gets the verdict the oracle gives it.
@@ -458,6 +459,7 @@ def test_references_and_keys_must_be_nfc_free_text_need_not(world: World, harnes
 
 
 @check("arguments.lone-surrogates", "EMC-ENC-009")
+@pytest.mark.engram_sessions("raw")
 @_tools()
 def test_a_lone_surrogate_is_refused(world: World, harness: Any, tool: str) -> None:
     """A lone surrogate in a value or a key is refused with INVALID_SCHEMA.

@@ -279,6 +279,7 @@ def test_an_approval_older_than_the_window_is_refused(world: World, tool: str) -
 
 
 @check("confirmation-ref.missing", "EMC-GATE-008", "EMC-HP-067")
+@pytest.mark.engram_sessions("without-elicitation")
 @pytest.mark.parametrize("tool", [WITHDRAW, FORGET])
 def test_a_gated_call_without_a_reference_gets_the_protocol_error(world: World, harness: Run, tool: str) -> None:
     """With no reference and no way to confirm otherwise, the call is -32603, asks nothing and changes nothing."""

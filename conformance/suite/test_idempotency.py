@@ -12,6 +12,8 @@ import pytest
 
 from engram_mcp.conformance._checks import Blocked, check, require
 from engram_mcp.conformance._connect import Reply
+from engram_mcp.conformance._head_start import head_start
+from engram_mcp.conformance._run import Run
 from engram_mcp.conformance._world import World, capture_arguments, fresh_key, unique, unknown_candidate, unknown_record
 
 SEARCH, CAPTURE = "engram_memory_search", "engram_memory_capture"
@@ -172,20 +174,29 @@ EXPIRY_AHEAD = timedelta(seconds=3)  # far enough for the first capture to be in
 CLOCK_MARGIN = 1.5  # seconds waited past expires_at, so the target's clock agrees that it has passed
 
 
-@check("idempotency.retry-after-expiry", "EMC-IDEM-013")
-def test_a_retry_keeps_the_retention_of_its_first_capture(world: World) -> None:
-    """A capture retried after its expires_at has passed is still the same capture: duplicate_exact, not
-    INVALID_SCHEMA."""
+RETRY_AFTER_EXPIRY = "idempotency.retry-after-expiry"
+
+
+@head_start(RETRY_AFTER_EXPIRY)
+def capture_expiring_soon(world: World) -> tuple[datetime, dict[str, Any], Reply]:
+    """The first capture, whose expires_at lies EXPIRY_AHEAD ahead: (expires_at, its arguments, its reply)."""
     expires = datetime.now(UTC) + EXPIRY_AHEAD
     retention = {"derivative_rule": "make-ineligible", "expires_at": instant(expires)}
     arguments = capture_arguments(world.profile.purpose_ref, text=text_with(unique("idem")), retention=retention)
-    first = world.call(CAPTURE, copy.deepcopy(arguments))
+    return expires, arguments, world.call(CAPTURE, copy.deepcopy(arguments))
+
+
+@check(RETRY_AFTER_EXPIRY, "EMC-IDEM-013")
+def test_a_retry_keeps_the_retention_of_its_first_capture(harness: Run, world: World) -> None:
+    """A capture retried after its expires_at has passed is still the same capture: duplicate_exact, not
+    INVALID_SCHEMA."""
+    expires, arguments, first = harness.head_starts.take(RETRY_AFTER_EXPIRY, world)
     world.evidence.add("first", seen(first))
     first_value = first.value
     require(first_value is not None and first_value.get("status") == "committed_pending",
             f"a capture whose expires_at is {EXPIRY_AHEAD.total_seconds():.0f} s ahead was not taken ({seen(first)}): "
             "the target's clock may be ahead of the harness's")
-    time.sleep(max(0.0, (expires - datetime.now(UTC)).total_seconds()) + CLOCK_MARGIN)
+    time.sleep(max(0.0, (expires - datetime.now(UTC)).total_seconds() + CLOCK_MARGIN))
     # A first capture with that expires_at is refused now: the target's clock agrees that it has passed.
     fresh = world.call(CAPTURE, {**copy.deepcopy(arguments), "idempotency_key": fresh_key()})
     world.evidence.add("new_key_after_expiry", seen(fresh))
