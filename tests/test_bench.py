@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 MEASURES = ("calls", "search", "broad", "forget", "ingest", "race", "memory-server", "certify", "rss")
 FIGURES = ("p50_ms", "per_second", "seconds", "rss_kb", "effects_min")
 
-pytestmark = pytest.mark.slow
+# A first run builds its stores through the engine; on a loaded machine that takes minutes.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 
 def numeric(value: object) -> bool:
@@ -39,9 +40,10 @@ def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
     done = subprocess.run(
         [sys.executable, "-m", "tools.bench", "--smoke", "--json", str(out), "--cache-dir", str(cache),
          "--postgres", server_url()],
-        cwd=ROOT, capture_output=True, text=True, timeout=900,
+        cwd=ROOT, capture_output=True, text=True, timeout=1500,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    print(done.stdout)  # the figures, for whoever runs this with -s
     return json.loads(out.read_text(encoding="utf-8")), cache
 
 
@@ -79,7 +81,7 @@ def test_a_built_store_passes_verify(smoke: tuple[dict, Path]) -> None:
     built = sorted(cache.glob("bench_sq_scope_*"))
     assert built, "no SQLite store was built"
     marker = json.loads((built[0] / "built.json").read_text(encoding="utf-8"))
-    assert marker["records"] == 200
+    assert marker["records"] == 100
     done = subprocess.run(
         [sys.executable, "-m", "engram_mcp.reference", "verify", "--config", str(built[0] / "server.toml")],
         cwd=ROOT, capture_output=True, text=True, timeout=300,

@@ -33,7 +33,7 @@ MEASURES: dict[str, Callable[[Context], None]] = {
     "rss": _external.run_rss,
 }
 DEFAULT_SIZES = "10k,100k,1m"
-SMOKE_SIZE = 200
+SMOKE_SIZE = 100
 DEFAULT_POSTGRES = "postgresql://root@127.0.0.1:5432/test"
 POSTGRES_VARIABLE = "ENGRAM_TEST_POSTGRES_URL"
 
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache-dir", type=Path, default=Path(".bench-cache"), help="where built stores are kept")
     parser.add_argument("--postgres", default=os.environ.get(POSTGRES_VARIABLE, DEFAULT_POSTGRES),
                         help=f"PostgreSQL server URL (default ${POSTGRES_VARIABLE} or {DEFAULT_POSTGRES}; '' for none)")
-    parser.add_argument("--calls", type=int, default=None, help="samples per latency case (default 300; smoke 30)")
+    parser.add_argument("--calls", type=int, default=None, help="samples per latency case (default 300; smoke 20)")
     args = parser.parse_args(argv)
     try:
         sizes = [parse_size(s) for s in (args.sizes or (str(SMOKE_SIZE) if args.smoke else DEFAULT_SIZES)).split(",")]
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     names = args.only or list(MEASURES)
     postgres, reason = postgres_state(args.postgres)
     config = {"smoke": args.smoke, "measures": names, "sizes": sizes, "cache_dir": str(args.cache_dir),
-              "postgres": bool(postgres), "calls": args.calls or (30 if args.smoke else 300)}
+              "postgres": bool(postgres), "calls": args.calls or (20 if args.smoke else 300)}
     report = Report(config=config)
     args.cache_dir.mkdir(parents=True, exist_ok=True)
     failed = []

@@ -21,7 +21,7 @@ from tools.bench._stores import StoreSpec, ensure_store
 from tools.bench._text import TextSource
 
 THIRDPARTY = Path("tests/thirdparty/node_modules/@modelcontextprotocol/server-memory/dist/index.js")
-MEMORY_SIZES, MEMORY_SMOKE_SIZES = (1000, 10_000, 50_000), (200,)
+MEMORY_SIZES, MEMORY_SMOKE_SIZES = (1000, 10_000, 50_000), (100,)
 FASTER_AT_LEAST = 40.0  # the reference's search at 50k, against server-memory's search_nodes
 CERTIFY_LIMIT_S = 30.0
 RSS_LIMIT = 1.15

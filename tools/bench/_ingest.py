@@ -26,7 +26,7 @@ RACE_CLIENTS, RACE_REPLICAS, RACE_KEYS = 6, 3, 50
 
 
 def run_ingest(ctx: Context) -> None:
-    count = 100 if ctx.smoke else 2000
+    count = 40 if ctx.smoke else 2000
     with ExitStack() as stack:  # in process, the backends alternating record by record
         steps: dict[str, Callable[[int], None]] = {}
         for backend in ctx.backends("ingest"):
@@ -44,7 +44,7 @@ def run_ingest(ctx: Context) -> None:
         ctx.report.rate("ingest", f"in process {name}", count, seconds, target=f">= {IN_PROCESS_FLOOR:,.0f}/s",
                         floor=IN_PROCESS_FLOOR)
 
-    mcp_count = 50 if ctx.smoke else 500
+    mcp_count = 30 if ctx.smoke else 500
     with ctx.fresh_configuration("sqlite") as directory:
         conn = reference_stdio(directory)
         try:
