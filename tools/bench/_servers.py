@@ -111,8 +111,8 @@ def http_replicas(directory: Path, count: int) -> Iterator[list[str]]:
                 [sys.executable, "-m", "engram_mcp.reference", "serve", "--config", str(directory / "server.toml"),
                  "--http", f"127.0.0.1:{port}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
             urls.append(f"http://127.0.0.1:{port}/mcp")
-        for url in urls:
-            wait_listening(url)
+        for url, process in zip(urls, processes, strict=True):
+            wait_listening(url, process)
         yield urls
     finally:
         for process in processes:
@@ -124,9 +124,12 @@ def http_replicas(directory: Path, count: int) -> Iterator[list[str]]:
                 process.kill()
 
 
-def wait_listening(url: str, seconds: float = 30.0) -> None:
+def wait_listening(url: str, process: subprocess.Popen[bytes], seconds: float = 180.0) -> None:
+    """Until the replica answers HTTP (a loaded machine can take a minute to start one)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"an HTTP replica exited with status {process.returncode}")
         try:
             urllib.request.urlopen(url, timeout=1)
         except urllib.error.HTTPError:
