@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tools.bench import _calls, _external, _ingest, _inprocess
 from tools.bench._context import Context
-from tools.bench._report import Report, print_table
+from tools.bench._report import Report, print_rows, print_table
 
 MEASURES: dict[str, Callable[[Context], None]] = {
     "calls": _calls.run,
@@ -97,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in names:
             start = time.perf_counter()
             print(f"== {name}", flush=True)
+            first_row = len(report.rows)
             try:
                 MEASURES[name](ctx)
             except Exception:  # one broken measure is reported; the others still run
@@ -104,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
                 failed.append(name)
                 report.skipped[name] = "failed (traceback above)"
             report.facts.setdefault("measure_seconds", {})[name] = time.perf_counter() - start
+            print_rows(report.rows[first_row:])
     print_table(report)
     if args.json:
         report.write(args.json)

@@ -95,6 +95,13 @@ COLUMNS = ("measure", "case", "p50_ms", "p99_ms", "n", "per_second", "ratio_p50"
            "meets")
 
 
+def print_rows(rows: list[dict[str, Any]]) -> None:
+    """One line per row as each measure ends, so a long run shows its figures before the final table."""
+    for row in rows:
+        shown = [f"{column}={_number(row[column])}" for column in COLUMNS[2:] if row.get(column) is not None]
+        print(f"  {row['case']}: " + "  ".join(shown), flush=True)
+
+
 def print_table(report: Report) -> None:
     rows = [[_number(row.get(column)) for column in COLUMNS] for row in report.rows]
     try:
