@@ -43,7 +43,8 @@ async def main():
 
 anyio.run(main)
 '''
-META_REUSE = 200  # calls per signed binding before a fresh one is signed (its lifetime is short)
+META_REUSE = 200  # calls per signed binding before a fresh one is signed
+META_MAX_AGE = 20.0  # seconds: well inside the binding's lifetime (60 s), however slow the calls are
 
 
 def noop_connection(scratch: Path) -> Connection:
@@ -77,11 +78,13 @@ class Host:
         self.purpose = self.profile.purpose_ref
         self._meta: dict[str, Any] | None = None
         self._uses = 0
+        self._signed_at = 0.0
         self.headers = dict(self.profile.http_headers)  # the bearer token, for HTTP replicas
 
     def meta(self) -> dict[str, Any]:
-        if self._meta is None or self._uses >= META_REUSE:
+        if self._meta is None or self._uses >= META_REUSE or time.monotonic() - self._signed_at > META_MAX_AGE:
             self._meta, self._uses = self.binding.meta(self.scope, self.principal), 0
+            self._signed_at = time.monotonic()
         self._uses += 1
         return self._meta
 
