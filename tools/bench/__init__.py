@@ -1,0 +1,1 @@
+"""Benchmarks of the reference server: ``python -m tools.bench --help`` (see the README, Benchmarks)."""

@@ -1,0 +1,117 @@
+"""memory-server (the npm reference memory server next to ours), certify (the harness's main job) and rss."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from pathlib import Path
+
+from engram_mcp.conformance._connect import Connection
+from tools.bench._context import Context
+from tools.bench._inprocess import size_label
+from tools.bench._servers import Host, children_rss_kb, noop_connection, opened, reference_stdio
+from tools.bench._stats import round_robin
+from tools.bench._stores import StoreSpec, ensure_store
+from tools.bench._text import TextSource
+
+THIRDPARTY = Path("tests/thirdparty/node_modules/@modelcontextprotocol/server-memory/dist/index.js")
+MEMORY_SIZES, MEMORY_SMOKE_SIZES = (1000, 10_000, 50_000), (100,)
+FASTER_AT_LEAST = 40.0  # the reference's search at 50k, against server-memory's search_nodes
+CERTIFY_LIMIT_S = 30.0
+RSS_LIMIT = 1.15
+SMOKE_CERTIFY = ["--era", "legacy", "--select", "EMC-GET", "--examples", "1"]
+
+
+def write_graph(path: Path, size: int) -> None:
+    """server-memory's JSONL graph: one entity per record, its text as the one observation."""
+    text = TextSource()
+    with path.open("w", encoding="utf-8") as out:
+        for i in range(size):
+            out.write(json.dumps({"type": "entity", "name": f"note-{i}", "entityType": "note",
+                                  "observations": [text.sentence()]}) + "\n")
+
+
+def search_cases(
+    ours: Connection, theirs: Connection, host: Host, queries: list[str]
+) -> dict[str, Callable[[], float]]:
+    """The same queries, in the same order, to each server."""
+    mine, other = itertools.cycle(queries), itertools.cycle(queries)
+
+    def reference() -> float:
+        return ours.call("engram_memory_search", {"query": next(mine), "purpose_ref": host.purpose},
+                         host.meta()).elapsed
+
+    def server_memory() -> float:
+        return theirs.call("search_nodes", {"query": next(other)}, None).elapsed
+
+    return {"reference": reference, "server-memory": server_memory}
+
+
+def run_memory_server(ctx: Context) -> None:
+    script = Path.cwd() / THIRDPARTY
+    node = shutil.which("node")
+    if node is None or not script.exists():
+        ctx.report.skip("memory-server", "node or tests/thirdparty is missing (npm ci --prefix tests/thirdparty)")
+        return
+    queries = [TextSource(seed=6).query() for _ in range(200)]
+    for size in MEMORY_SMOKE_SIZES if ctx.smoke else MEMORY_SIZES:
+        built = ensure_store(StoreSpec("sqlite", size), ctx.cache, ctx.postgres)
+        graph = ctx.scratch / f"memory-{size}.jsonl"
+        write_graph(graph, size)
+        with ExitStack() as stack:
+            theirs = opened(f"stdio:env MEMORY_FILE_PATH={graph} {node} {script}")
+            stack.callback(theirs.close)
+            ours = reference_stdio(built.directory)
+            stack.callback(ours.close)
+            samples = round_robin(search_cases(ours, theirs, Host(built.directory), queries),
+                                  max(10, ctx.calls // 5), warmup=2)
+        label = size_label(size)
+        anchor = ctx.report.latency("memory-server", f"reference engram_memory_search {label}", samples["reference"],
+                                    target="anchor")
+        row = ctx.report.latency("memory-server", f"server-memory search_nodes {label}", samples["server-memory"],
+                                 anchor=anchor["case"],
+                                 target=f"ratio >= {FASTER_AT_LEAST:g} @50k" if size == 50_000 else "")
+        if size == 50_000 and row["ratio_p50"] is not None:
+            row["meets"] = row["ratio_p50"] >= FASTER_AT_LEAST
+
+
+def run_certify(ctx: Context) -> None:
+    command = [sys.executable, "-m", "engram_mcp.conformance._cli", "--target", "reference"]
+    if ctx.smoke:  # a timed subset (exit 5, incomplete, is what any --select run answers at best)
+        command += SMOKE_CERTIFY
+    start = time.perf_counter()
+    done = subprocess.run(command, cwd=ctx.scratch, capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - start
+    ctx.report.facts["certify"] = {"command": command[1:], "exit_code": done.returncode}
+    ctx.report.value("certify", "conformance --target reference" + (" " + " ".join(SMOKE_CERTIFY) if ctx.smoke else ""),
+                     {"value": f"{seconds:.1f} s", "seconds": seconds, "exit_code": done.returncode},
+                     target=f"<= {CERTIFY_LIMIT_S:g} s", meets=seconds <= CERTIFY_LIMIT_S and done.returncode == 0)
+
+
+def run_rss(ctx: Context) -> None:
+    """Idle resident memory after initialize and tools/list: the reference's server against the no-op's."""
+    figures: dict[str, int] = {}
+    with ctx.fresh_configuration("sqlite") as directory:
+        for name, connect, meta in (("no-op tool (SDK)", lambda: noop_connection(ctx.scratch), None),
+                                    ("reference sqlite", lambda: reference_stdio(directory), Host(directory).meta())):
+            before = set(children_rss_kb())
+            conn = connect()
+            try:
+                conn.list_tools(meta)
+                time.sleep(0.5)  # idle
+                new = {pid: kb for pid, kb in children_rss_kb().items() if pid not in before}
+                figures[name] = max(new.values(), default=0)
+            finally:
+                conn.close()
+    noop, reference = figures["no-op tool (SDK)"], figures["reference sqlite"]
+    ratio = reference / noop if noop else None
+    ctx.report.value("rss", "no-op tool (SDK)", {"value": f"{noop / 1024:.1f} MiB", "rss_kb": noop}, target="anchor")
+    shown = f"{reference / 1024:.1f} MiB" + (f" ({ratio:.2f}x)" if ratio else "")
+    ctx.report.value("rss", "reference sqlite", {"value": shown, "rss_kb": reference, "ratio": ratio},
+                     target=f"<= {RSS_LIMIT:g}x no-op", meets=ratio is not None and ratio <= RSS_LIMIT)
