@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,7 @@ def numeric(value: object) -> bool:
 
 
 @pytest.fixture(scope="module")
-def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
+def smoke(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict, Path]]:
     reason = unavailable(server_url())
     if reason is not None:
         pytest.skip(reason)  # the race and the PostgreSQL halves need the server
@@ -44,7 +45,20 @@ def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     print(done.stdout)  # the figures, for whoever runs this with -s
-    return json.loads(out.read_text(encoding="utf-8")), cache
+    try:
+        yield json.loads(out.read_text(encoding="utf-8")), cache
+    finally:
+        drop_built_schemas(cache)
+
+
+def drop_built_schemas(cache: Path) -> None:
+    """The PostgreSQL stores this run's cache built live in schemas of the shared server: drop them."""
+    import psycopg
+
+    schemas = [json.loads(marker.read_text(encoding="utf-8")).get("schema") for marker in cache.glob("*/built.json")]
+    with psycopg.connect(server_url(), autocommit=True) as conn:
+        for schema in filter(None, schemas):
+            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
 
 
 def test_every_measure_reports_numbers(smoke: tuple[dict, Path]) -> None:

@@ -2,8 +2,9 @@
 
 A store lives under the cache directory, named by backend, layout, size and a fingerprint of the store
 schema (both backends' migrations) and of the text generator, so a schema change builds afresh and a second
-run reuses what the first built. A PostgreSQL store lives in a schema of its own of the same name. The
-``built.json`` marker is written last: a store without it is a build that did not finish, and is rebuilt.
+run reuses what the first built. A PostgreSQL store lives in a schema of its own of the same name, plus a
+hash of the cache folder's path, so two caches never share one. The ``built.json`` marker is written last:
+a store without it is a build that did not finish, and is rebuilt.
 """
 
 from __future__ import annotations
@@ -84,6 +85,13 @@ def create_schema(url: str, schema: str, *, fresh: bool) -> str:
     return in_schema(url, schema)
 
 
+def schema_exists(url: str, schema: str) -> bool:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        return conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone() is not None
+
+
 def drop_schema(url: str, schema: str) -> None:
     import psycopg
 
@@ -97,19 +105,22 @@ def ensure_store(spec: StoreSpec, cache: Path, postgres: str | None) -> BuiltSto
     marker = directory / "built.json"
     if marker.exists():
         facts = json.loads(marker.read_text(encoding="utf-8"))
-        return BuiltStore(spec, directory, {**facts, "reused": True})
+        if facts.get("schema") is None or (postgres is not None and schema_exists(postgres, facts["schema"])):
+            return BuiltStore(spec, directory, {**facts, "reused": True})
     if directory.exists():
         shutil.rmtree(directory)
     url = None
+    # The schema is named for the cache too: two cache folders never rebuild each other's PostgreSQL store.
+    schema = f"{spec.name}_{hashlib.sha256(str(cache.resolve()).encode()).hexdigest()[:6]}"
     if spec.backend == "postgresql":
         if postgres is None:
             raise ValueError("a PostgreSQL store needs --postgres")
-        url = create_schema(postgres, spec.name, fresh=True)
+        url = create_schema(postgres, schema, fresh=True)
     write_configuration(directory, seed="bench", store_url=url)
     print(f"building {spec.name} ({spec.size:,} records)...", flush=True)
     seconds = build(spec, directory)
     facts = {"records": spec.size, "layout": spec.layout, "backend": spec.backend, "build_seconds": seconds,
-             "schema": spec.name if url else None, "fingerprint": fingerprint(),
+             "schema": schema if url else None, "fingerprint": fingerprint(),
              "built_at": datetime.now(UTC).isoformat(timespec="seconds")}
     marker.write_text(json.dumps(facts, indent=1) + "\n", encoding="utf-8")
     print(f"built {spec.name} in {seconds:.1f} s ({spec.size / seconds:,.0f} records/s)", flush=True)
