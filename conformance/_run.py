@@ -202,7 +202,11 @@ class Run:
                 raise RuntimeError("the run is over: no raw session opens now")
             if era not in self.raw_sessions:
                 session = RawSession(self.target, as_era(era), self.timeout)
-                session.open()
+                try:
+                    session.open()
+                except BaseException:
+                    session.close()  # a target that started and then failed the handshake is not left running
+                    raise
                 self.raw_sessions[era] = session
             return self.raw_sessions[era]
 

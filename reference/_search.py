@@ -87,6 +87,18 @@ def top_ranked(rows: list[tuple[str, float, int]], fetch: int, limit: int) -> li
     return searchable_ids[:limit] if len(rows) < fetch or len(searchable_ids) >= limit else None
 
 
+def index_words(texts: tuple[str, ...]) -> set[str] | None:
+    """The words FTS5 indexed for these texts (lowercased), or None when they are not plain ASCII.
+
+    ASCII text is tokenized alike here and by unicode61 (letters and digits, anything else separates);
+    other text would need its folding rules (diacritics, case), so callers treat None as "any word".
+    """
+    text = "\n".join(texts)
+    if not text.isascii():
+        return None
+    return set(re.findall(r"[a-z0-9]+", text.lower()))
+
+
 def query_tokens(query: str) -> list[str]:
     """Lowercased word tokens, one- and two-letter Latin words dropped, first occurrence kept."""
     tokens = [t for t in _TOKEN.findall(query.lower()) if not _SHORT_LATIN.fullmatch(t)]

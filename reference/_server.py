@@ -285,7 +285,12 @@ class ReferenceServer:
     ) -> Outcome | types.InputRequiredResult:
         arguments = params.arguments if params.arguments is not None else {}
         now = datetime.now(UTC)
-        if not self.engine.admit_call(binding, now):
+        try:  # the quota is counted in the store: off the event loop, which serves every other session meanwhile
+            admitted = await anyio.to_thread.run_sync(self.engine.admit_call, binding, now)
+        except Exception:  # nothing has started yet, so no mutation's outcome is in doubt
+            log.exception("counting the call against its quota failed")
+            return Outcome(code="STORE_UNAVAILABLE")
+        if not admitted:
             return Outcome(code="RATE_LIMITED")  # over a call quota: refused before anything is read or written
         verdict = self.oracle.verdict(tool, arguments)  # every rule but the clock's (EMC-HP-022 step 3)
         if not verdict.valid:

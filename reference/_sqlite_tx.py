@@ -171,19 +171,37 @@ class SqliteTransaction:
 
     def forget(self, scope: Scope, record_id: str, keyed_digest: str) -> None:
         row = self.sql.execute(
-            "SELECT rowid FROM records WHERE tenant = ? AND workspace = ? AND record_id = ?",
+            "SELECT rowid, body FROM records WHERE tenant = ? AND workspace = ? AND record_id = ?",
             (scope.tenant, scope.workspace, record_id),
         ).fetchone()
         fts = search_index.fts_table(scope)
         self.sql.execute(f"DELETE FROM {fts} WHERE rowid = ?", (row["rowid"],))
         # The scope's index has FTS5 secure-delete on (reference/_search.py): the delete takes the row's terms
-        # out of the index pages it touches, so the live index never holds the text after commit.
+        # out of the leaf pages. The segment's page directory (<table>_idx) still keeps, per leaf page, a prefix of
+        # the page's first term as it was written; when that prefix is the start of a forgotten word and no live
+        # word shares it, the index is rebuilt from the live rows ('optimize' would not do: on an index that is
+        # already one segment it writes nothing).
+        words = search_index.index_words(search_index.field_texts(json.loads(row["body"]))) if row["body"] else None
+        if words is None or self._directory_keeps_a_forgotten_prefix(fts, words):
+            self.sql.execute(f"INSERT INTO {fts} ({fts}) VALUES ('rebuild')")
         self.sql.execute(
             "UPDATE records SET state = 'tombstoned', body = NULL, payload_digest = ? WHERE rowid = ?",
             (keyed_digest, row["rowid"]),
         )
         self.sql.execute("INSERT OR IGNORE INTO tombstones VALUES (?, ?, ?)",
                          (scope.tenant, scope.workspace, keyed_digest))
+
+    def _directory_keeps_a_forgotten_prefix(self, fts: str, words: set[str] | None) -> bool:
+        """Whether a page-directory prefix starts a forgotten word and no live term of the index starts with it."""
+        for (term,) in self.sql.execute(f"SELECT DISTINCT term FROM {fts}_idx WHERE length(term) > 1").fetchall():
+            prefix = bytes(term)[1:].decode("utf-8", "replace")  # the first byte names the index, not the term
+            if "\ufffd" in prefix or not words or any(word.startswith(prefix) for word in words):
+                live = self.sql.execute(
+                    f"SELECT 1 FROM {fts} WHERE {fts} MATCH ? LIMIT 1", ('"' + prefix.replace('"', '""') + '"*',)
+                ).fetchone()
+                if live is None:
+                    return True
+        return False
 
     def is_tombstoned(self, scope: Scope, payload_digest: str) -> bool:
         return self.sql.execute(

@@ -38,14 +38,14 @@ def smoke(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict, Path
         pytest.skip("npm ci --prefix tests/thirdparty has not been run")
     work = tmp_path_factory.mktemp("bench")
     out, cache = work / "out.json", work / "cache"
-    done = subprocess.run(
-        [sys.executable, "-m", "tools.bench", "--smoke", "--json", str(out), "--cache-dir", str(cache),
-         "--postgres", server_url()],
-        cwd=ROOT, capture_output=True, text=True, timeout=1500,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    print(done.stdout)  # the figures, for whoever runs this with -s
-    try:
+    try:  # the schemas it built are dropped however the run ends (a failed measure, a timeout)
+        done = subprocess.run(
+            [sys.executable, "-m", "tools.bench", "--smoke", "--json", str(out), "--cache-dir", str(cache),
+             "--postgres", server_url()],
+            cwd=ROOT, capture_output=True, text=True, timeout=1500,
+        )
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        print(done.stdout)  # the figures, for whoever runs this with -s
         yield json.loads(out.read_text(encoding="utf-8")), cache
     finally:
         drop_built_schemas(cache)

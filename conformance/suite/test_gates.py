@@ -16,7 +16,6 @@ import pytest
 
 from engram_mcp.conformance._checks import Blocked, check, needs_deep, not_applicable, require
 from engram_mcp.conformance._connect import Connection, Reply
-from engram_mcp.conformance._head_start import head_start, seconds_since, wait_until
 from engram_mcp.conformance._profile import ScopeProfile
 from engram_mcp.conformance._run import Run
 from engram_mcp.conformance._world import World, capture_arguments, fresh_key
@@ -257,63 +256,35 @@ def test_a_refused_confirmation_changes_nothing(world: World, tool: str, answer:
     assert_unchanged(world, tool, arguments)
 
 
-UNANSWERED = "gate.unanswered"
-
-
-@head_start(UNANSWERED)
-def leave_a_state_unanswered(world: World) -> tuple[float, dict[str, Any], str, str, float] | None:
-    """2026-07-28: a withdraw's first round, left unanswered: (its TTL, arguments, principal, request_state, when it
-    came back, monotonic). The legacy era holds its call open instead, so it has nothing to open early."""
-    if world.era == "legacy":
-        return None
-    if "server-initiated" not in world.profile.confirmation_modes:
-        return None  # the check is not applicable (_server_initiated_declared): no call to make
-    ttl = ttl_or_skip(world, world.primary)
-    arguments = withdraw_arguments(pending_candidate(world))
-    principal = world.principal(world.primary, {WITHDRAW})
-    _, state = first_round(world, WITHDRAW, arguments, principal=principal)
-    return ttl, arguments, principal, state, time.monotonic()
-
-
-@check(UNANSWERED, "EMC-GATE-001", "EMC-GATE-004", "EMC-HP-032", "EMC-HP-037")
-def test_a_confirmation_not_given_in_time_fails(harness: Run, world: World) -> None:
+@check("gate.unanswered", "EMC-GATE-001", "EMC-GATE-004", "EMC-HP-032", "EMC-HP-037")
+def test_a_confirmation_not_given_in_time_fails(world: World) -> None:
     """Legacy: no answer within the TTL is gate_failed. 2026-07-28: a state answered after its TTL is gate_failed."""
+    scope = world.primary
+    ttl = ttl_or_skip(world, scope)
+    arguments = withdraw_arguments(pending_candidate(world))
     if world.era == "legacy":
-        arguments = silence_until_the_ttl_passes(world)
+        previous = world.conn.silence_seconds
+        world.conn.silence_seconds = ttl + SILENCE_SLACK
+        try:
+            asked, reply = ask(world, WITHDRAW, arguments, "silence")
+        finally:
+            world.conn.silence_seconds = previous
+        world.evidence.add("silence", {"asked": asked, "outcome": outcome(reply), "elapsed": round(reply.elapsed, 2),
+                                       "ttl": ttl})
+        require(asked, "withdraw did not ask for a confirmation")
+        assert outcome(reply) == "gate_failed", f"an unanswered confirmation gave {outcome(reply)}"
+        assert reply.elapsed < ttl + SILENCE_SLACK * 0.75, (
+            f"the server waited {reply.elapsed:.1f} s for an answer, past the scope's {ttl:.0f} s TTL")
     else:
-        opened = harness.head_starts.take(UNANSWERED, world)
-        require(opened is not None, "the unanswered first round was not made")
-        ttl, arguments, principal, state, asked_at = opened
-        # The state's TTL runs from when the server issued it, before its reply came back.
-        wait_until(asked_at + ttl + EXPIRY_SLACK)
-        waited = seconds_since(asked_at)
-        # A binding of this moment for the same scope and principal: the first round's may have expired since,
-        # and the state is judged on the call, not on which binding token carried it.
-        meta = offered_meta(world, WITHDRAW, world.primary, principal)
+        # Made inside the check (not ahead of it): the pending candidate and the first round's binding stay fresh,
+        # so the late approval differs from a timely one by its lateness alone.
+        meta, state = first_round(world, WITHDRAW, arguments)
+        time.sleep(ttl + EXPIRY_SLACK)
         reply = world.conn.call(WITHDRAW, arguments, meta, input_responses=world.confirmer.input_responses("accept"),
                                 request_state=state)
-        world.evidence.add("expired_state", {"waited": round(waited, 2), "outcome": outcome(reply)})
+        world.evidence.add("expired_state", {"waited": ttl + EXPIRY_SLACK, "outcome": outcome(reply)})
         assert outcome(reply) == "gate_failed", f"an approval sent after the state's TTL gave {outcome(reply)}"
     assert_unchanged(world, WITHDRAW, arguments)
-
-
-def silence_until_the_ttl_passes(world: World) -> dict[str, Any]:
-    """Legacy: the host never answers the elicitation; the server gives up at the TTL with gate_failed."""
-    ttl = ttl_or_skip(world, world.primary)
-    arguments = withdraw_arguments(pending_candidate(world))
-    previous = world.conn.silence_seconds
-    world.conn.silence_seconds = ttl + SILENCE_SLACK
-    try:
-        asked, reply = ask(world, WITHDRAW, arguments, "silence")
-    finally:
-        world.conn.silence_seconds = previous
-    world.evidence.add("silence", {"asked": asked, "outcome": outcome(reply), "elapsed": round(reply.elapsed, 2),
-                                   "ttl": ttl})
-    require(asked, "withdraw did not ask for a confirmation")
-    assert outcome(reply) == "gate_failed", f"an unanswered confirmation gave {outcome(reply)}"
-    assert reply.elapsed < ttl + SILENCE_SLACK * 0.75, (
-        f"the server waited {reply.elapsed:.1f} s for an answer, past the scope's {ttl:.0f} s TTL")
-    return arguments
 
 
 FORGED_STATES = ["no-state", "garbage-state", "tampered-state", "missing-answer-key", "confirm-string",

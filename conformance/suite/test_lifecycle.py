@@ -10,9 +10,7 @@ import pytest
 
 from engram_mcp.conformance._checks import check, require
 from engram_mcp.conformance._connect import Reply
-from engram_mcp.conformance._head_start import head_start
 from engram_mcp.conformance._profile import ScopeProfile
-from engram_mcp.conformance._run import Run
 from engram_mcp.conformance._world import World, capture_arguments, fresh_key, planted_credential, unique
 from engram_mcp.contract import record_id
 
@@ -306,12 +304,9 @@ def test_forget_tombstones_a_record_for_good(world: World) -> None:
         assert rid not in found, "search still finds a forgotten record"
 
 
-FORGET_EXPIRED = "lifecycle.forget-expired"
-
-
-@head_start(FORGET_EXPIRED)
-def accept_expiring_soon(world: World) -> tuple[str, datetime, str]:
-    """An accepted record whose expires_at lies 800 ms ahead: (its marker, expires_at, its record id)."""
+@check("lifecycle.forget-expired", "EMC-FGT-001", "EMC-LIFE-001")
+def test_an_expired_record_is_hidden_and_can_still_be_forgotten(world: World) -> None:
+    """A record past its expires_at is no longer returned, and forget of it succeeds from state expired."""
     marker = unique("life")
     expires = datetime.now(UTC) + timedelta(milliseconds=800)
     retention = {"derivative_rule": "make-ineligible", "expires_at": instant(expires)}
@@ -321,15 +316,9 @@ def accept_expiring_soon(world: World) -> tuple[str, datetime, str]:
     captured = world.value(reply, "capture with a near expiry")
     outcome = world.admit(captured["candidate_id"])
     require(outcome.get("status") == "accepted" and "record_id" in outcome, f"admission was {outcome.get('status')!r}")
-    return marker, expires, outcome["record_id"]
-
-
-@check(FORGET_EXPIRED, "EMC-FGT-001", "EMC-LIFE-001")
-def test_an_expired_record_is_hidden_and_can_still_be_forgotten(harness: Run, world: World) -> None:
-    """A record past its expires_at is no longer returned, and forget of it succeeds from state expired."""
-    marker, expires, rid = harness.head_starts.take(FORGET_EXPIRED, world)
+    rid = outcome["record_id"]
     # Wait for the expiry, then give the target's clock up to three more seconds to agree.
-    time.sleep(max(0.0, (expires - datetime.now(UTC)).total_seconds() + 0.05))
+    time.sleep(max(0.0, (expires - datetime.now(UTC)).total_seconds()) + 0.05)
     deadline, after = time.monotonic() + 3.0, get(world, rid)
     while after.value is not None and time.monotonic() < deadline:
         time.sleep(0.05)

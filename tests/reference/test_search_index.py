@@ -146,3 +146,30 @@ def test_opening_turns_secure_delete_on_in_an_older_index(tmp_path: Path) -> Non
             assert db.execute(f"SELECT v FROM {table}_config WHERE k = 'secure-delete'").fetchone()[0] == 1
     finally:
         store.close()
+
+
+def test_forget_leaves_no_page_directory_prefix_of_a_forgotten_word(store: Store) -> None:
+    """Secure-delete empties the leaf pages, but each segment's page directory keeps a prefix of every page's first
+    term as written. Numbers sharing long prefixes make those prefixes nearly whole words: when a forgotten word
+    starts a page and no live word shares the prefix, the index must be rewritten."""
+    rng = random.Random(11)
+    numbers = {n: f"4111{rng.getrandbits(40):013d}" for n in range(3000)}
+    for start in range(0, 3000, 500):
+        admit_all(store, [record(n, f"card {numbers[n]} ledger") for n in range(start, start + 500)])
+    table = search_index.fts_table(SCOPE)
+    with store.read() as db:
+        directory = [bytes(t)[1:].decode() for (t,) in db.execute(f"SELECT term FROM {table}_idx") if len(t) > 1]
+    # The records whose number starts a leaf page: the prefix kept for that page is a prefix of their number.
+    forgotten = {n for n, word in numbers.items() if any(word.startswith(p) and len(p) >= 6 for p in directory)}
+    kept = [word for n, word in numbers.items() if n not in forgotten]
+    needles = {p: p.encode() for p in directory
+               if len(p) >= 6 and any(numbers[n].startswith(p) for n in forgotten)
+               and not any(p in word for word in kept)}  # nor held anywhere in a live word
+    assert needles, "no page of this index starts with a forgotten number: the test would prove nothing"
+    assert store.flush_residues()
+    for n in forgotten:
+        forget(store, record(n, "")["record_id"])
+    assert store.flush_residues()
+    assert holders(store.path.parent, needles) == {}
+    with store.snapshot() as reader:
+        assert len(reader.search(SCOPE, ["ledger"], AS_OF, 2000)) == min(2000, 3000 - len(forgotten))

@@ -37,6 +37,10 @@ def fingerprint() -> str:
     for script in (*_store.MIGRATIONS, *_postgres_schema.MIGRATIONS):
         digest.update(script.encode())
     digest.update(" ".join(_text.vocabulary()).encode())
+    # The code that shapes a built store: the text generator, the builder, and the reference's own modules.
+    here, reference = Path(__file__).parent, Path(_store.__file__).parent
+    for source in sorted([here / "_text.py", here / "_engine.py", here / "_stores.py", *reference.glob("*.py")]):
+        digest.update(source.read_bytes())
     return f"s{len(_store.MIGRATIONS)}p{len(_postgres_schema.MIGRATIONS)}_{digest.hexdigest()[:10]}"
 
 
