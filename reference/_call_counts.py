@@ -1,13 +1,13 @@
 """The call-window counters in an SQLite store file (``MemoryStore.count_call`` for SqliteStore).
 
-The table is created on first use rather than by a schema migration, so the
-counters need no schema version of their own. Its rows hold tenants' and
+The table is created when a store opens (``CREATE TABLE IF NOT EXISTS``) rather
+than by a schema migration, so the counters need no schema version of their own. Its rows hold tenants' and
 principals' names and counts only, never content.
 """
 
 from __future__ import annotations
 
-import sqlite3
+from engram_mcp.reference._sqlite import sqlite3
 
 TABLE = """
 CREATE TABLE IF NOT EXISTS call_windows (
@@ -31,7 +31,6 @@ _COUNT = (
 
 def count_call(db: sqlite3.Connection, tenant: str, principal: str, window: int, bounds: tuple[int, int]) -> bool:
     """Inside the caller's write transaction: count the call for both holders, or (False) for neither."""
-    db.execute(TABLE)
     counted: list[tuple[str, str]] = []
     for (holder, name), bound in zip((("tenant", ""), ("principal", principal)), bounds, strict=True):
         if bound <= 0:

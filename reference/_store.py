@@ -32,8 +32,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
+from engram_mcp.reference import _call_counts
 from engram_mcp.reference import _search as search_index
-from engram_mcp.reference._call_counts import count_call
 from engram_mcp.reference._erasure import ErasureLedger
 from engram_mcp.reference._ports import Scope, StoreReader, StoreTransaction
 from engram_mcp.reference._sqlite import sqlite3
@@ -236,6 +236,7 @@ class SqliteStore:
             raise ValueError(f"synchronous must be one of {', '.join(SYNCHRONOUS_LEVELS)}")
         self.path = Path(path)
         self.read_only = read_only
+        self._synchronous = synchronous  # the configured level, restored after each call count
         self._lock = threading.RLock()
         self._flush_lock = threading.Lock()
         self._flusher: sqlite3.Connection | None = None
@@ -274,6 +275,7 @@ class SqliteStore:
                 # executescript runs the whole step, version bump included, in one transaction.
                 self._db.executescript(f"BEGIN IMMEDIATE;\n{script}\nPRAGMA user_version = {number};\nCOMMIT;")
             self._secure_delete_indexes()
+            self._db.execute(_call_counts.TABLE)  # once per open, not on every counted call
 
     def _secure_delete_indexes(self) -> None:
         """Turn FTS5 secure-delete on in every search index that lacks it (those an older server created)."""
@@ -380,13 +382,12 @@ class SqliteStore:
         counts, never the file, and the next durable commit syncs them anyway.
         """
         with self._lock:
-            level = self.synchronous
             self._db.execute("PRAGMA synchronous = NORMAL")
             try:
                 with self.write() as db:
-                    return count_call(db, tenant, principal, window, bounds)
+                    return _call_counts.count_call(db, tenant, principal, window, bounds)
             finally:
-                self._db.execute(f"PRAGMA synchronous = {level.upper()}")
+                self._db.execute(f"PRAGMA synchronous = {self._synchronous.upper()}")
 
 
 Store = SqliteStore  # the name older callers and tests use
