@@ -26,6 +26,7 @@ CONTRACT = load()
 UNTRUSTED = CONTRACT.protocol_errors["trusted_context_unavailable"]
 UNKNOWN_TOOL = CONTRACT.protocol_errors["unknown_tool"]
 SKEW = CONTRACT.limit("binding.clock_skew")
+AUDIT_ID_MAX = CONTRACT.limit("audit_id.max_chars")
 SEARCH, GET, CAPTURE = "engram_memory_search", "engram_memory_get", "engram_memory_capture"
 ADMIT, WITHDRAW, FORGET = "engram_memory_request_admission", "engram_memory_withdraw", "engram_memory_forget"
 PAST = 12 * SKEW  # seconds: a deadline this far behind has passed on any clock within the skew
@@ -93,6 +94,37 @@ def test_a_call_without_an_audit_id_is_refused(world: World) -> None:
     assert listed.kind == "result" and SEARCH in {t.get("name") for t in listed.result.get("tools", [])}, (
         "tools/list refused a binding without audit_id")
     assert _rpc_error(called) == (UNTRUSTED.jsonrpc_code, UNTRUSTED.message), "a call without audit_id was served"
+
+
+def _malformed_audit_id(kind: str) -> str:
+    """An audit id the profile's format refuses (printable ASCII, no space, audit_id.min_chars..max_chars)."""
+    body = _audit_id()
+    if kind == "space":
+        return body[:8] + " " + body[8:]
+    if kind == "non-ascii":
+        return body + "\u00e9"
+    return (body * AUDIT_ID_MAX)[: AUDIT_ID_MAX + 1]  # too-long: one character over the limit
+
+
+@check("host.audit-malformed", "EMC-HP-053")
+@pytest.mark.parametrize("kind", ["space", "non-ascii", "too-long"])
+def test_a_call_with_a_malformed_audit_id_is_refused(world: World, kind: str) -> None:
+    """A binding whose audit_id breaks its format is refused on tools/call with -32603, and nothing runs: the same
+    capture, sent again under a well-formed binding with the same key, is a first execution."""
+    scope = world.primary
+    principal = world.principal(scope, {CAPTURE})
+    world._require_offered(CAPTURE, scope, principal)
+    audit_id = _malformed_audit_id(kind)
+    arguments = capture_arguments(world.profile.purpose_ref)
+    called = world.call(CAPTURE, arguments, meta=world.host.meta(scope, principal, audit_id=audit_id))
+    world.evidence.add("audit_id", {"chars": len(audit_id), "kind": kind})
+    world.evidence.add("call", _seen(called))
+    assert _rpc_error(called) == (UNTRUSTED.jsonrpc_code, UNTRUSTED.message), (
+        f"a call whose audit_id is {kind} answered {_seen(called)}")
+    retry = world.call(CAPTURE, arguments, scope=scope, principal=principal)
+    world.evidence.add("retry", _seen(retry))
+    require(retry.kind == "result" and retry.code is None, f"the well-formed capture answered {_seen(retry)}")
+    assert _fresh_run(retry, CAPTURE), "the refused call stored the capture: its retry is a replay"
 
 
 # -- deadline --------------------------------------------------------------------------------------
