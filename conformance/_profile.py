@@ -213,7 +213,29 @@ def validate_profile_data(data: Mapping[str, Any], text: str, path: Path | str) 
             line = lines.line(key_path)
             problems.append(f"{path}:{line}: {dotted(key_path) or '(top level)'}: {message}" if line
                             else f"{path}: {dotted(key_path) or '(top level)'}: {message}")
+    problems += [_at(path, lines, key_path, message) for key_path, message in _over_the_ttl_ceiling(data)]
     return problems
+
+
+# The contract's ceiling on a confirmation's life (§0, EMC-GATE-004): no schema keyword can read it from
+# spec/limits.json, so the loader holds every TTL a profile declares to the limit itself.
+TTL_CEILING = load().limit("confirmation.ttl.max")
+TTL_CEILING_RULE = "EMC-GATE-004: a confirmation lives at most confirmation.ttl.max"
+
+
+def _over_the_ttl_ceiling(data: Mapping[str, Any]) -> list[tuple[KeyPath, str]]:
+    """(key path, message) for each declared TTL above the contract's ceiling; wrong types are the schema's."""
+    declared: list[tuple[KeyPath, Any]] = []
+    confirmation = data.get("confirmation")
+    if isinstance(confirmation, Mapping):
+        declared.append((("confirmation", "reference_ttl_seconds"), confirmation.get("reference_ttl_seconds")))
+    scopes = data.get("scopes")
+    for index, scope in enumerate(scopes if isinstance(scopes, list) else []):
+        if isinstance(scope, Mapping):
+            declared.append((("scopes", index, "confirmation_ttl_seconds"), scope.get("confirmation_ttl_seconds")))
+    return [(key_path, f"must be at most {TTL_CEILING}, not {value} ({TTL_CEILING_RULE})")
+            for key_path, value in declared
+            if isinstance(value, int) and not isinstance(value, bool) and value > TTL_CEILING]
 
 
 def load_profile(path: Path) -> Profile:

@@ -163,6 +163,26 @@ def test_a_wrong_type_or_value_names_the_key_and_its_line(reference: Path, tmp_p
     assert f"{path}:{_line_of(path, fragment)}: {expected}" in _refusal(path)
 
 
+@pytest.mark.parametrize(("edit", "fragment", "key"), [
+    ("confirmation_ttl_seconds = 4=>confirmation_ttl_seconds = {over}", "confirmation_ttl_seconds = {over}",
+     "scopes[0].confirmation_ttl_seconds"),
+    ("reference_ttl_seconds = {ceiling}=>reference_ttl_seconds = {over}", "reference_ttl_seconds = {over}",
+     "confirmation.reference_ttl_seconds"),
+], ids=["scope-ttl", "reference-ttl"])
+def test_a_ttl_over_the_contracts_ceiling_is_refused_naming_the_requirement(
+    reference: Path, tmp_path: Path, edit: str, fragment: str, key: str
+) -> None:
+    """The ceiling is read from spec/limits.json, not typed into the schema: one second over it is refused."""
+    ceiling = load().limit("confirmation.ttl.max")
+    values = {"ceiling": ceiling, "over": ceiling + 1}
+    path = _profile(reference, tmp_path, edit.format(**values))
+    message = _refusal(path)
+    assert (f"{path}:{_line_of(path, fragment.format(**values))}: {key}: must be at most {ceiling}, "
+            f"not {ceiling + 1} (EMC-GATE-004") in message
+    at_ceiling = _profile(reference, tmp_path, edit.format(**{**values, "over": ceiling}))
+    assert load_profile(at_ceiling).primary is not None
+
+
 def test_a_missing_required_key_is_named_at_its_table(reference: Path, tmp_path: Path) -> None:
     path = _profile(reference, tmp_path, "kid = =>kidd = ")
     message = _refusal(path)
