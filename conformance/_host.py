@@ -39,7 +39,8 @@ Forgery = Literal["missing", "garbage", "expired", "not_yet_valid", "wrong_audie
                   "foreign_tenant", "foreign_issuer"]
 Answer = Literal["accept", "decline", "cancel", "accept_false", "silence"]
 # Ways a confirmation reference can be broken by the host itself; an adapter lists those it can produce.
-ReferenceFlaw = Literal["expired", "too_long_lived", "forged_signature", "untrusted_key", "binding_token"]
+ReferenceFlaw = Literal["expired", "too_long_lived", "over_declared_ttl", "forged_signature", "untrusted_key",
+                        "binding_token"]
 
 
 class HostBinding(Protocol):
@@ -195,7 +196,8 @@ class SignedConfirmationReference:
     binding: SignedMetaBinding
     ttl: int  # the longest span the target accepts (profile [confirmation] reference_ttl_seconds)
 
-    flaws = frozenset({"expired", "too_long_lived", "forged_signature", "untrusted_key", "binding_token"})
+    flaws = frozenset({"expired", "too_long_lived", "over_declared_ttl", "forged_signature", "untrusted_key",
+                       "binding_token"})
     LIFETIME = 60.0  # a valid reference's span, when the target accepts one that long
 
     def _token(self, scope: ScopeProfile, principal: str, tool: str, arguments: dict[str, Any], *, approved_at: float,
@@ -223,6 +225,8 @@ class SignedConfirmationReference:
                                 lifetime=BINDING_CLOCK_SKEW)
         elif flaw == "too_long_lived":  # one second over the ceiling: no server may accept it
             token = self._token(scope, principal, tool, arguments, approved_at=now, lifetime=CONFIRMATION_TTL_MAX + 1)
+        elif flaw == "over_declared_ttl":  # one second over the TTL the profile says the target accepts
+            token = self._token(scope, principal, tool, arguments, approved_at=now, lifetime=self.ttl + 1)
         elif flaw == "untrusted_key":
             token = self._token(
                 scope,

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from engram_mcp.conformance._checks import check, not_applicable
+from engram_mcp.conformance._checks import check, not_applicable, pin
 from engram_mcp.conformance._connect import Connection, Reply
 from engram_mcp.conformance._host import ConfirmationReferences, ReferenceFlaw
 from engram_mcp.conformance._profile import NEEDS_PROFILE, ScopeProfile
@@ -39,6 +39,7 @@ from engram_mcp.contract import load
 CONTRACT = load()
 EXECUTE_WITHIN = CONTRACT.limit("confirmation.execute_within")
 SKEW = CONTRACT.limit("binding.clock_skew")
+TTL_MAX = CONTRACT.limit("confirmation.ttl.max")
 # Older than the window on any clock within the skew; well inside it on any such clock.
 STALE_APPROVAL = EXECUTE_WITHIN + SKEW + 1
 FRESH_APPROVAL = EXECUTE_WITHIN - SKEW - 5
@@ -196,8 +197,16 @@ def test_an_expired_reference_is_refused(world: World) -> None:
 
 @check("confirmation-ref.ttl-ceiling", "EMC-GATE-004", "EMC-HP-063", "EMC-HP-064")
 def test_a_reference_valid_longer_than_the_ceiling_is_refused(world: World) -> None:
-    """A fresh reference whose exp lies more than confirmation.ttl.max after its approval is gate_failed."""
+    """A fresh reference whose exp lies more than confirmation.ttl.max after its approval is gate_failed; so is one
+    a second over the profile's reference_ttl_seconds, when the profile declares less than the ceiling."""
     refuse_flawed(world, "too_long_lived")
+    declared = world.profile.reference_ttl_seconds
+    world.evidence.add("declared_ttl", declared)
+    if declared < TTL_MAX and "over_declared_ttl" in references(world).flaws:
+        # The contract's ceiling held; a TTL the server chose below it is this profile's rule (EMC-HP-063/064), so
+        # a miss there fails the check without judging the contract's EMC-GATE-004 broken.
+        pin("EMC-GATE-004", True, "")
+        refuse_flawed(world, "over_declared_ttl")
 
 
 OTHER_OPERATIONS = ["capability", "target", "operation"]
