@@ -29,6 +29,7 @@ import dataclasses
 import json
 import logging
 import os
+import re
 import secrets
 import shlex
 import shutil
@@ -37,6 +38,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -46,6 +48,7 @@ import anyio
 import jwt
 import mcp_types as types
 from mcp.server import ServerRequestContext
+from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from engram_mcp.contract import binding as binding_module
@@ -71,7 +74,7 @@ from engram_mcp.reference._journal import as_replay, intent, scope_of
 from engram_mcp.reference._policy import AcceptAll, SecretScan
 from engram_mcp.reference._ports import Scope, Sealed
 from engram_mcp.reference._serve import run_stdio
-from engram_mcp.reference._server import _UNTRUSTED, ReferenceServer, _protocol_error
+from engram_mcp.reference._server import _UNKNOWN_TOOL, _UNTRUSTED, ReferenceServer, _protocol_error
 from engram_mcp.reference._store import SqliteStore
 
 CONTRACT = load()
@@ -156,6 +159,7 @@ class Variant:
     apply: Callable[[FaultyServer], None]
     expect: str = "FAIL"  # WARN where every broken requirement is a SHOULD: the run then rightly exits 0
     gap: str | None = None  # a known harness gap: the variant is expected to slip through
+    configure: Callable[[Path], None] | None = None  # edits the run's copy of the configuration folder first
 
 
 VARIANTS: dict[str, Variant] = {}
@@ -170,13 +174,14 @@ def variant(
     select: list[str] | None = None,
     expect: str = "FAIL",
     gap: str | None = None,
+    configure: Callable[[Path], None] | None = None,
 ) -> Callable[[Callable[[FaultyServer], None]], Callable[[FaultyServer], None]]:
     def register(apply: Callable[[FaultyServer], None]) -> Callable[[FaultyServer], None]:
         if name in VARIANTS:
             raise ValueError(f"variant {name} is defined twice")
         summary = (apply.__doc__ or "").strip().splitlines()[0]
         VARIANTS[name] = Variant(name, tuple(breaks), tuple(caught_by), tuple(select or caught_by), era, summary,
-                                 apply, expect, gap)
+                                 apply, expect, gap, configure)
         return apply
 
     return register
@@ -1329,6 +1334,187 @@ def audit_id_filled_in(server: FaultyServer) -> None:
     server._binding = filled  # type: ignore[method-assign]
 
 
+# Host-owned names taken from the wrong place, binding checks left out, discovery that ignores the configuration.
+
+
+def _lenient_claims(fill: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+    """Judge the binding's claims after ``fill`` has patched them; the server then reads the claims as sent."""
+    strict = binding_module._claims_valid
+
+    def lenient(claims: Any) -> bool:
+        return strict(fill(claims)) if isinstance(claims, dict) else strict(claims)
+
+    binding_module._claims_valid = lenient
+
+
+@variant("audit-id-format-unchecked", breaks=["EMC-HP-053"], caught_by=["host.audit-malformed"], era="modern")
+def audit_id_format_unchecked(server: FaultyServer) -> None:
+    """Any string is taken as the binding's audit_id: one with a space, non-ASCII or over the length runs."""
+    well_formed = "audit_" + "0" * 32
+    _lenient_claims(lambda claims: {**claims, "audit_id": well_formed} if isinstance(claims.get("audit_id"), str)
+                    else claims)
+
+
+@variant("audit-id-from-arguments", breaks=["EMC-HOST-001", "EMC-HOST-014"],
+         caught_by=["arguments.host-owned-fields", "host.audit-echo"], era="legacy")
+def audit_id_from_arguments(server: FaultyServer) -> None:
+    """An auditId in the arguments is taken as the call's auditId instead of being refused, and echoed."""
+    guarded = server._guarded_call
+
+    async def taking(ctx: Any, params: types.CallToolRequestParams, tool: str, binding: Any, audit_id: str) -> Any:
+        arguments = params.arguments
+        if isinstance(arguments, dict) and "auditId" in arguments:
+            params = params.model_copy(update={"arguments": {k: v for k, v in arguments.items() if k != "auditId"}})
+        return await guarded(ctx, params, tool, binding, audit_id)
+
+    def echo(ctx: Any, params: Any, envelope: dict[str, Any]) -> dict[str, Any]:
+        claimed = params.arguments.get("auditId") if isinstance(params.arguments, dict) else None
+        if isinstance(claimed, str):
+            envelope["auditId"] = claimed
+        return envelope
+
+    server._guarded_call = taking  # type: ignore[method-assign]
+    server.rewrites.append(echo)
+
+
+_APPROVED_IN_ARGUMENTS: ContextVar[bool] = ContextVar("approved_in_arguments", default=False)
+
+
+@variant("self-approval-honoured", breaks=["EMC-GATE-006"], caught_by=["gate.self-approval"], era="modern")
+def self_approval_honoured(server: FaultyServer) -> None:
+    """An argument confirmed: true is read as the approval: it is stripped, and the gate is skipped."""
+    guarded, gate = server._guarded_call, server._gate
+
+    async def trusting(ctx: Any, params: types.CallToolRequestParams, tool: str, binding: Any, audit_id: str) -> Any:
+        arguments = params.arguments
+        if not (isinstance(arguments, dict) and arguments.get("confirmed") is True):
+            return await guarded(ctx, params, tool, binding, audit_id)
+        params = params.model_copy(update={"arguments": {k: v for k, v in arguments.items() if k != "confirmed"}})
+        token = _APPROVED_IN_ARGUMENTS.set(True)
+        try:
+            return await guarded(ctx, params, tool, binding, audit_id)
+        finally:
+            _APPROVED_IN_ARGUMENTS.reset(token)
+
+    async def skipped(ctx: Any, params: Any, tool: str, binding: Any, arguments: Any, ttl: int) -> Any:
+        if _APPROVED_IN_ARGUMENTS.get():
+            return time.time()
+        return await gate(ctx, params, tool, binding, arguments, ttl)
+
+    server._guarded_call = trusting  # type: ignore[method-assign]
+    server._gate = skipped  # type: ignore[method-assign]
+
+
+@variant("binding-agent-id-optional", breaks=["EMC-HP-005"], caught_by=["binding.claims"], era="legacy")
+def binding_agent_id_optional(server: FaultyServer) -> None:
+    """A binding without agent_id is served, as if the host's agent were unnamed."""
+
+    def unnamed(claims: dict[str, Any]) -> dict[str, Any]:
+        claims.setdefault("agent_id", "agent-unnamed")  # in place: the server reads this dict next
+        return claims
+
+    _lenient_claims(unnamed)
+
+
+@variant("binding-audience-unchecked", breaks=["EMC-HP-006"], caught_by=["binding.audience"], era="modern")
+def binding_audience_unchecked(server: FaultyServer) -> None:
+    """A binding is checked against the audience it names itself, so one minted for another server passes."""
+
+    def any_audience(ctx: ServerRequestContext) -> Any:
+        token: Any = (ctx.meta or {}).get(HOST_BINDING_META_KEY)
+        if token is None:
+            return None
+        try:
+            named = jwt.decode(token, options={"verify_signature": False}).get("aud")
+        except Exception:  # anything unreadable is refused as the reference refuses it
+            named = None
+        try:
+            return verify_binding(token, server.config.trusted_keys,
+                                  audience=named if isinstance(named, str) else server.config.audience)
+        except BindingRejected:
+            raise _protocol_error(_UNTRUSTED) from None
+
+    server._binding = any_audience  # type: ignore[method-assign]
+
+
+@variant("binding-lifetime-uncapped", breaks=["EMC-HP-007"], caught_by=["binding.lifetime"], era="legacy")
+def binding_lifetime_uncapped(server: FaultyServer) -> None:
+    """A binding's lifetime is not capped: one valid for a day is served."""
+    binding_module.BINDING_MAX_LIFETIME = 10**9
+
+
+@variant("unbound-call-unknown-tool", breaks=["EMC-HP-011"], caught_by=["binding.untrusted-call"], era="modern")
+def unbound_call_unknown_tool(server: FaultyServer) -> None:
+    """A call with no binding is answered -32602 'Unknown tool', as if an unbound caller were granted nothing."""
+
+    async def intercept(ctx: ServerRequestContext, params: types.CallToolRequestParams) -> Any:
+        if HOST_BINDING_META_KEY not in (ctx.meta or {}):
+            raise _protocol_error(_UNKNOWN_TOOL)
+        return None
+
+    server.intercept = intercept
+
+
+@variant("untrusted-list-is-empty", breaks=["EMC-HP-014"], caught_by=["binding.tools-list-untrusted"], era="legacy")
+def untrusted_list_is_empty(server: FaultyServer) -> None:
+    """tools/list with an invalid binding is answered as an unbound one (an empty list), not -32603."""
+    trusted = server._trusted_binding
+
+    def lenient(ctx: ServerRequestContext) -> Any:
+        try:
+            return trusted(ctx)
+        except MCPError:
+            if sys._getframe(1).f_code.co_name != "_list_tools":
+                raise
+            return None
+
+    server._trusted_binding = lenient  # type: ignore[method-assign]
+
+
+@variant("every-tool-listed", breaks=["EMC-DISC-002"], caught_by=["discovery.granted-tools"], era="modern")
+def every_tool_listed(server: FaultyServer) -> None:
+    """tools/list shows all six tools to every principal of a served scope, whatever it was granted."""
+
+    def rewrite(ctx: ServerRequestContext, result: types.ListToolsResult) -> types.ListToolsResult:
+        if not result.tools:
+            return result
+        return result.model_copy(update={"tools": [server.tools[name] for name in CONTRACT.tools]})
+
+    server.list_rewrites.append(rewrite)
+
+
+@variant("opted-out-scope-listed", breaks=["EMC-DISC-004", "EMC-HP-016"],
+         caught_by=["discovery.opted-out-sees-nothing"], era="legacy")
+def opted_out_scope_listed(server: FaultyServer) -> None:
+    """A trusted binding for a scope with memory off lists the six tools (calls are still refused)."""
+
+    def rewrite(ctx: ServerRequestContext, result: types.ListToolsResult) -> types.ListToolsResult:
+        if result.tools or server._trusted_binding(ctx) is None:
+            return result
+        return result.model_copy(update={"tools": [server.tools[name] for name in CONTRACT.tools]})
+
+    server.list_rewrites.append(rewrite)
+
+
+TTL_MAX = CONTRACT.limit("confirmation.ttl.max")
+
+
+def _shorter_reference_ttl(config: Path) -> None:
+    """The server configures, and its profile declares, half the contract's ceiling for a host reference."""
+    for name in ("server.toml", "conformance-profile.toml"):
+        path = config / name
+        path.write_text(re.sub(r"(?m)^reference_ttl_seconds = \d+$", f"reference_ttl_seconds = {TTL_MAX // 2}",
+                               path.read_text(encoding="utf-8")), encoding="utf-8")
+
+
+@variant("reference-ttl-configured-ignored", breaks=["EMC-HP-063", "EMC-HP-064"],
+         caught_by=["confirmation-ref.ttl-ceiling"], era="modern", configure=_shorter_reference_ttl)
+def reference_ttl_configured_ignored(server: FaultyServer) -> None:
+    """A reference is held to the contract's ceiling, not to the shorter TTL the server was configured with."""
+    server.config = dataclasses.replace(server.config, confirmation=dataclasses.replace(
+        server.config.confirmation, reference_ttl_seconds=TTL_MAX))
+
+
 def _deadline_judge(judge: Callable[[str], bool]) -> None:
     """Replace the server's deadline test; ``judge`` gets the name of the function asking."""
     real = reference_server.deadline_passed
@@ -1526,6 +1712,8 @@ def run(name: str, target: str, profile: Path, select: tuple[str, ...] | list[st
 
 def run_variant(item: Variant, template: Path, workdir: Path, *, timeout: float = 240.0) -> Judgement:
     config = fresh_copy(template, workdir)
+    if item.configure is not None:
+        item.configure(config)
     # Some variants break only this project's profile pins: the catalog is judged at the profile level.
     return run(item.name, variant_target(item.name, config / "server.toml"), config / "conformance-profile.toml",
                item.select, workdir, era=item.era, timeout=timeout, level="profile")
