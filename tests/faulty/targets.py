@@ -34,6 +34,7 @@ import secrets
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -47,6 +48,7 @@ from typing import Any
 import anyio
 import jwt
 import mcp_types as types
+import uvicorn
 from mcp.server import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -67,9 +69,11 @@ from engram_mcp.contract.binding import (
     verify_binding,
 )
 from engram_mcp.reference import _search as search_index
+from engram_mcp.reference import _serve as reference_serve
 from engram_mcp.reference import _server as reference_server
 from engram_mcp.reference._config import load_config
 from engram_mcp.reference._envelope import Outcome, Refusal, tool_result
+from engram_mcp.reference._http_deadlines import deadline_protocol
 from engram_mcp.reference._journal import as_replay, intent, scope_of
 from engram_mcp.reference._policy import AcceptAll, SecretScan
 from engram_mcp.reference._ports import Scope, Sealed
@@ -160,6 +164,7 @@ class Variant:
     expect: str = "FAIL"  # WARN where every broken requirement is a SHOULD: the run then rightly exits 0
     gap: str | None = None  # a known harness gap: the variant is expected to slip through
     configure: Callable[[Path], None] | None = None  # edits the run's copy of the configuration folder first
+    transport: str = "stdio"  # "http": the variant is served over streamable HTTP behind the host bearer
 
 
 VARIANTS: dict[str, Variant] = {}
@@ -175,13 +180,14 @@ def variant(
     expect: str = "FAIL",
     gap: str | None = None,
     configure: Callable[[Path], None] | None = None,
+    transport: str = "stdio",
 ) -> Callable[[Callable[[FaultyServer], None]], Callable[[FaultyServer], None]]:
     def register(apply: Callable[[FaultyServer], None]) -> Callable[[FaultyServer], None]:
         if name in VARIANTS:
             raise ValueError(f"variant {name} is defined twice")
         summary = (apply.__doc__ or "").strip().splitlines()[0]
         VARIANTS[name] = Variant(name, tuple(breaks), tuple(caught_by), tuple(select or caught_by), era, summary,
-                                 apply, expect, gap, configure)
+                                 apply, expect, gap, configure, transport)
         return apply
 
     return register
@@ -1515,6 +1521,23 @@ def reference_ttl_configured_ignored(server: FaultyServer) -> None:
         server.config.confirmation, reference_ttl_seconds=TTL_MAX))
 
 
+class _OptionalBearer(reference_serve.BearerGuard):
+    """A bearer guard that checks a token when one is sent, and lets a request with none through."""
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and b"authorization" not in dict(scope.get("headers", [])):
+            await self.app(scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
+
+
+@variant("http-bearer-optional", breaks=["EMC-HP-023"], caught_by=["wiring.http-bearer"], era="legacy",
+         transport="http")
+def http_bearer_optional(server: FaultyServer) -> None:
+    """Over HTTP a wrong bearer token is refused, but a request with no Authorization header is served."""
+    reference_serve.BearerGuard = _OptionalBearer  # type: ignore[misc]
+
+
 def _deadline_judge(judge: Callable[[str], bool]) -> None:
     """Replace the server's deadline test; ``judge`` gets the name of the function asking."""
     real = reference_server.deadline_passed
@@ -1715,8 +1738,59 @@ def run_variant(item: Variant, template: Path, workdir: Path, *, timeout: float 
     if item.configure is not None:
         item.configure(config)
     # Some variants break only this project's profile pins: the catalog is judged at the profile level.
+    if item.transport == "http":
+        with _served_over_http(item.name, config / "server.toml", workdir) as url:
+            return run(item.name, url, config / "conformance-profile.toml", item.select, workdir, era=item.era,
+                       timeout=timeout, level="profile")
     return run(item.name, variant_target(item.name, config / "server.toml"), config / "conformance-profile.toml",
                item.select, workdir, era=item.era, timeout=timeout, level="profile")
+
+
+@contextlib.contextmanager
+def _served_over_http(name: str, config: Path, workdir: Path) -> Iterator[str]:
+    """The variant served over streamable HTTP on a free loopback port, for as long as the block runs."""
+    import httpx2
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    url = f"http://127.0.0.1:{port}/mcp"
+    with open(workdir / "server.log", "w") as log:  # the server writes to its own copy of the handle
+        process = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), name, "--config", str(config),
+                                    "--http", f"127.0.0.1:{port}"], stdout=subprocess.DEVNULL, stderr=log,
+                                   start_new_session=True)
+    try:
+        ready_by = time.monotonic() + 30
+        while time.monotonic() < ready_by and process.poll() is None:
+            try:
+                httpx2.get(url, timeout=1)
+                break
+            except httpx2.HTTPError:
+                time.sleep(0.1)
+        yield url
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def _serve_http(server: FaultyServer, address: str) -> None:
+    """As engram-reference serve --http does, for a server the variant has already broken."""
+    host, _, port = address.rpartition(":")
+    limits = server.config.transport
+    try:
+        uvicorn.Server(uvicorn.Config(
+            reference_serve.http_app(server, host, int(port)), host=host, port=int(port), log_level="warning",
+            lifespan="on", http=deadline_protocol(limits.http_header_timeout_seconds, limits.http_body_timeout_seconds),
+            limit_concurrency=limits.http_max_connections,
+        )).run()
+    finally:
+        server.close()
 
 
 def run_control(selections: list[str], template: Path, workdir: Path, *, timeout: float = 240.0) -> Judgement:
@@ -1759,6 +1833,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--config", type=Path, help="the server.toml of an engram-reference init")
     parser.add_argument("--list", action="store_true", help="print the catalog as JSON lines")
+    parser.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP on this address, not stdio")
     args = parser.parse_args(argv)
     if args.list:
         for item in VARIANTS.values():
@@ -1772,6 +1847,9 @@ def main(argv: list[str] | None = None) -> int:
     server = FaultyServer(load_config(args.config))
     if args.variant != "none":
         VARIANTS[args.variant].apply(server)
+    if args.http:
+        _serve_http(server, args.http)
+        return 0
     with contextlib.suppress(KeyboardInterrupt):
         run_stdio(server)  # as engram-reference serves: the bounded stdio transport
     return 0
