@@ -289,7 +289,7 @@ def _http_headers(http: Mapping[str, Any], base: Path, path: Path, lines: TomlLi
     return headers
 
 
-def _at(path: Path, lines: TomlLines, key_path: KeyPath, message: str) -> str:
+def _at(path: Path | str, lines: TomlLines, key_path: KeyPath, message: str) -> str:
     line = lines.line(key_path)
     return f"{path}:{line}: {dotted(key_path)}: {message}" if line else f"{path}: {dotted(key_path)}: {message}"
 
