@@ -216,7 +216,9 @@ def _finding(run: Run, result: Result) -> str:
         + (f"<p>Also covered by this check, not broken by its failing cases: "
            f"{', '.join(_req_link(r) for r in others)}</p>" if others and hit else "")
         + f"<p>Reproduce:</p><code class='repro'>{escape(reproduction(run, result))}</code>"
-        f"<details open><summary>Evidence</summary><pre>{escape(_evidence(result))}</pre></details></article>"
+        + "<details open><summary>Evidence</summary>"
+        + (f"<pre class='detail'>{escape(result.detail)}</pre>" if result.detail else "")
+        + f"<pre class='evidence'>{escape(_evidence(result))}</pre></details></article>"
     )
 
 

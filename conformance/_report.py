@@ -354,6 +354,8 @@ def write_reports(run: Run, directory: Path) -> None:
         line = {"type": "check", "check": r.check_id, "era": r.era, "case": r.case, "label": r.label,
                 "status": r.status.value, "requirements": list(r.requirements), "message": r.message,
                 "duration": round(r.duration, 4), "evidence": redact(r.evidence)}
+        if r.detail:
+            line["detail"] = r.detail  # the failure's lines after its one-line verdict (message)
         if r.not_applicable:
             line["not_applicable"] = True
         if r.pins:

@@ -21,7 +21,9 @@ Fields readers rely on (beyond the run's options):
 
 A Result's ``case`` tells repeated checks apart: the parametrised case of the
 check without its era (``forget-content``, ``tool2-limit-3``), or None when the
-check runs once per era. ``Result.label`` is ``check@era[case]``.
+check runs once per era. ``Result.label`` is ``check@era[case]``. A failing Result's
+``message`` is its one-line verdict and ``detail`` the rest of what the check said
+(the offending results it names), which the reports show as evidence.
 """
 
 from __future__ import annotations
@@ -116,6 +118,7 @@ class Result:
     not_applicable: bool = False  # a SKIP that says the requirement has nothing to exercise in this run
     pins: dict[str, list[str]] = field(default_factory=dict)  # profile requirement -> failed pin messages
     case: str | None = None  # the parametrised case without its era; None when the check runs once per era
+    detail: str = ""  # a failure's lines after its one-line verdict (message), bounded: see _status.failure_detail
 
     @property
     def family(self) -> str:

@@ -31,6 +31,8 @@ FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-ne
          "--disable-dev-shm-usage")  # a container's small /dev/shm must not crash the renderer
 CROSS_REFERENCES = ("EMC-CAP-002", "EMC-CAP-007", "EMC-CAP-008", "EMC-CAP-010", "EMC-CAP-011")
 FAILING_MESSAGE = "2 of 40 cross-references cases for engram_memory_capture were answered wrongly in the legacy era"
+FAILING_DETAIL = ("- case 3: two citations share the id c1, and the call succeeded\n"
+                  "- case 17: citation ids c2, c2 repeat, and the call succeeded")
 
 
 def failing_run(directory: Path) -> tuple[Run, Path]:
@@ -46,7 +48,8 @@ def failing_run(directory: Path) -> tuple[Run, Path]:
     run.server_info = {era: ServerInfo("my-memory-server", "2.1.0") for era in run.eras}
     run.results += [
         Result("arguments.cross-references", CROSS_REFERENCES, "legacy", Status.FAIL, "n", 0.8, FAILING_MESSAGE,
-               {BROKEN_RULES: ["unique_citation_ids"], "sent": 40, "wrong": 2}, case="capture"),
+               {BROKEN_RULES: ["unique_citation_ids"], "sent": 40, "wrong": 2}, case="capture",
+               detail=FAILING_DETAIL),
         Result("arguments.cross-references", CROSS_REFERENCES, "modern", Status.PASS, "n", 0.7, case="capture"),
         *[Result("search.stale-cursor", ("EMC-SRCH-010",), era, Status.PASS, "n", 0.1, case=f"limit-{n}")
           for era in run.eras for n in (1, 2)],
@@ -274,7 +277,10 @@ def test_a_failure_shows_its_evidence_its_blame_and_a_command_that_reproduces_it
     assert finding.find_element(By.CSS_SELECTOR, "code.repro").text == expected_reproduction(run.profile.path)
     broken = [a.text for a in finding.find_elements(By.CSS_SELECTOR, "ul a.breaks")]
     assert broken == ["EMC-CAP-007"]
-    assert "unique_citation_ids" in finding.find_element(By.TAG_NAME, "pre").text
+    assert "unique_citation_ids" in finding.find_element(By.CSS_SELECTOR, "pre.evidence").text
+    # Every offending case the check named is there, not only the first one its verdict quotes.
+    assert finding.find_element(By.CSS_SELECTOR, "pre.detail").text == FAILING_DETAIL
+    assert finding.find_element(By.CSS_SELECTOR, "p.message").text == FAILING_MESSAGE
     # The requirement links to its checks, and the link lands on a row that is there.
     link = browser.find_element(By.CSS_SELECTOR, "#req-EMC-CAP-007 a.jump")  # type: ignore[attr-defined]
     assert link.get_attribute("href").endswith("#check-arguments.cross-references")
