@@ -79,11 +79,14 @@ body[data-filter=gap] [data-group]:not([data-group=gap]),
 body[data-filter=pass] [data-group]:not([data-group=pass]),
 body[data-filter=other] [data-group]:not([data-group=other]){display:none}
 .unmatched{display:none!important}
+[id]{scroll-margin-top:calc(var(--bar,4em) + .5em)}
 """
 
 _SCRIPT = """
 (function(){
   var body=document.body, search=document.getElementById('search');
+  var bar=document.querySelector('.controls');
+  function measure(){body.style.setProperty('--bar', bar.offsetHeight+'px');}
   function refresh(){
     var q=search.value.trim().toLowerCase();
     document.querySelectorAll('[data-group]').forEach(function(el){
@@ -106,6 +109,8 @@ _SCRIPT = """
   document.querySelectorAll('a.jump').forEach(function(a){
     a.addEventListener('click',function(){search.value='';choose('all');});});
   search.addEventListener('input',refresh);
+  window.addEventListener('resize',measure);
+  measure();
   choose('all');
 })();
 """

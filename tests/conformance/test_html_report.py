@@ -290,3 +290,40 @@ def test_a_failure_shows_its_evidence_its_blame_and_a_command_that_reproduces_it
     shot.mkdir(parents=True, exist_ok=True)
     assert browser.save_screenshot(str(shot / "failing-report.png"))  # type: ignore[attr-defined]
     assert (shot / "failing-report.png").stat().st_size > 10_000
+
+
+def _long_page(directory: Path) -> Path:
+    """The failing run with enough check rows after the failing one that a link can scroll it to the top."""
+    run, page = failing_run(directory)
+    run.results += [Result("search.stale-cursor", ("EMC-SRCH-010",), era, Status.PASS, "n", 0.1, case=f"page-{n}")
+                    for era in run.eras for n in range(40)]
+    write_reports(run, page.parent)
+    return page
+
+
+def _top_and_bar(driver: object, element: object) -> tuple[float, float, float]:
+    """The element's top, the sticky filter bar's bottom and the viewport's height, as laid out now."""
+    return driver.execute_script(  # type: ignore[attr-defined]
+        "var r=arguments[0].getBoundingClientRect(), bar=document.querySelector('.controls').getBoundingClientRect();"
+        "return [r.top, bar.bottom, window.innerHeight];", element)
+
+
+@pytest.mark.parametrize(("link", "target"), [
+    ("#req-EMC-CAP-007 a.jump", "check-arguments.cross-references"),  # a requirement to its check's first row
+    ("article.finding h3 a.jump", "result-arguments.cross-references-legacy-capture"),  # a failure to its row
+])
+def test_a_link_lands_below_the_sticky_filter_bar(browser: object, tmp_path: Path, link: str, target: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    _open(browser, _long_page(tmp_path))
+    browser.set_window_size(1280, 700)  # type: ignore[attr-defined]
+    try:
+        browser.find_element(By.CSS_SELECTOR, link).click()  # type: ignore[attr-defined]
+        landed = browser.find_element(By.ID, target)  # type: ignore[attr-defined]
+        row = landed if landed.tag_name == "tr" else landed.find_element(By.XPATH, "./ancestor::tr")
+        assert browser.execute_script("return window.scrollY") > 0  # type: ignore[attr-defined]
+        top, bar_bottom, height = _top_and_bar(browser, row)
+        assert bar_bottom <= top < height, (top, bar_bottom)  # in view, not under the bar
+    finally:
+        browser.set_window_size(1280, 1600)  # type: ignore[attr-defined]
+
