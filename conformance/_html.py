@@ -79,6 +79,7 @@ body[data-filter=gap] [data-group]:not([data-group=gap]),
 body[data-filter=pass] [data-group]:not([data-group=pass]),
 body[data-filter=other] [data-group]:not([data-group=other]){display:none}
 .unmatched{display:none!important}
+td.id,a.jump{white-space:nowrap}
 [id]{scroll-margin-top:calc(var(--bar,4em) + .5em)}
 """
 
@@ -247,7 +248,7 @@ def _sections(run: Run, verdicts: dict[str, dict[str, Any]]) -> str:
             why = "; ".join(f"{g['era']}: {g['reason']} → {g['unlock']}" for g in v["not_exercised"])
             source = entry["source"] + ("" if v["scored"] else " (not scored)")
             rows.append(
-                f"<tr class='g-{group}' data-group='{group}' id='req-{escape(rid)}'><td>{escape(rid)}</td>"
+                f"<tr class='g-{group}' data-group='{group}' id='req-{escape(rid)}'><td class='id'>{escape(rid)}</td>"
                 f"<td>{escape(entry['summary'])}" + (f"<br><small>{escape(why)}</small>" if why else "") + "</td>"
                 f"<td>{escape(entry['level'])}<br><small>{escape(entry['status'])}</small></td><td>{escape(source)}</td>"
                 f"<td class='st'>{escape(v['outcome'])}</td><td>{links}</td></tr>")
@@ -270,7 +271,7 @@ def _checks(results: list[Result]) -> str:
         anchor = f"<a id='{_check_anchor(result.check_id)}'></a>" if first else ""
         rows.append(
             f"<tr class='g-{group}' data-group='{group}' id='{_result_anchor(result)}'>"
-            f"<td>{anchor}{escape(result.check_id)}</td><td>{escape(result.case or '')}</td>"
+            f"<td class='id'>{anchor}{escape(result.check_id)}</td><td>{escape(result.case or '')}</td>"
             f"<td>{escape(result.era or 'all')}</td><td class='st'>{escape(result.status.value)}</td>"
             f"<td>{reqs}</td><td>{escape(result.message.splitlines()[0] if result.message else '')}</td></tr>")
     return ("<table><tr><th>Check</th><th>Case</th><th>Era</th><th>Status</th><th>Requirements "

@@ -327,3 +327,22 @@ def test_a_link_lands_below_the_sticky_filter_bar(browser: object, tmp_path: Pat
     finally:
         browser.set_window_size(1280, 1600)  # type: ignore[attr-defined]
 
+def test_requirement_and_check_ids_never_break_across_lines(browser: object, failing_page: tuple[Run, Path]) -> None:
+    from selenium.webdriver.common.by import By
+
+    _, page = failing_page
+    _open(browser, page)
+    browser.set_window_size(900, 1600)  # type: ignore[attr-defined]
+    try:
+        lines = browser.execute_script(  # type: ignore[attr-defined]
+            "var out={};document.querySelectorAll(arguments[0]).forEach(function(el){"
+            "var r=document.createRange();r.selectNodeContents(el);"
+            "var tops=new Set(Array.prototype.map.call(r.getClientRects(),function(c){return Math.round(c.top);}));"
+            "out[el.textContent]=tops.size;});return out;",
+            "#requirements ~ details td.id, #checks ~ table td.id, a.jump")
+        assert lines and "EMC-HOST-001" in lines and "arguments.cross-references" in lines
+        assert {text: n for text, n in lines.items() if n != 1} == {}
+        assert browser.find_elements(By.CSS_SELECTOR, "#req-EMC-HOST-001 td.id")  # type: ignore[attr-defined]
+    finally:
+        browser.set_window_size(1280, 1600)  # type: ignore[attr-defined]
+
