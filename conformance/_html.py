@@ -46,6 +46,7 @@ GROUP = {
 FILTERS = (("all", "All"), ("fail", "Failures"), ("gap", "Not exercised"), ("pass", "Passed"), ("other", "Excluded"))
 _ATTENTION = (Status.FAIL, Status.ERROR, Status.XPASS, Status.XFAIL, Status.WARN)  # listed first, with evidence
 _EVIDENCE_CHARS = 4000
+_BAR_WIDTH, _MIN_SEGMENT = 480.0, 4.0  # summary chart: the bar and the narrowest segment a non-zero count gets
 _COLOURS = {"fail": "#c62828", "gap": "#f9a825", "pass": "#2e7d32", "other": "#9e9e9e"}
 _VERDICT_COLOURS = {0: "#2e7d32", 1: "#c62828", 3: "#616161", 4: "#ef6c00", 5: "#f9a825"}
 
@@ -162,13 +163,26 @@ def _banner(run: Run, code: int) -> str:
             f"<h1>{escape(verdict_line(run, code))}</h1><dl>{rows}</dl></header>")
 
 
+def _widths(counts: list[int], total: int, width: float = _BAR_WIDTH) -> list[float]:
+    """Each segment's width in proportion, but a non-zero one never under _MIN_SEGMENT (1 of 715 must show);
+    what that adds is taken from the segments wider than the minimum, in proportion to their width."""
+    widths = [width * n / total if n else 0.0 for n in counts]
+    short = [i for i, w in enumerate(widths) if 0 < w < _MIN_SEGMENT]
+    wide = sum(w for w in widths if w >= _MIN_SEGMENT)
+    if not short or wide <= 0:
+        return widths
+    added = sum(_MIN_SEGMENT - widths[i] for i in short)
+    shrink = max(wide - added, 0.0) / wide
+    return [_MIN_SEGMENT if i in short else w * shrink for i, w in enumerate(widths)]
+
+
 def _bar(y: int, label: str, parts: list[tuple[str, str, int]]) -> str:
     """One stacked horizontal bar: (group, text, count) per segment, with its legend beneath."""
     total = sum(n for _, _, n in parts) or 1
-    x, width, out = 0.0, 480.0, [f"<text x='0' y='{y - 6}' font-weight='600'>{escape(label)}</text>"]
-    for group, text, n in parts:
+    out = [f"<text x='0' y='{y - 6}' font-weight='600'>{escape(label)}</text>"]
+    x = 0.0
+    for (group, text, n), w in zip(parts, _widths([n for _, _, n in parts], total), strict=True):
         if n:
-            w = width * n / total
             out.append(f"<rect x='{x:.1f}' y='{y}' width='{w:.1f}' height='18' fill='{_COLOURS[group]}'>"
                        f"<title>{escape(text)}: {n}</title></rect>")
             x += w

@@ -346,3 +346,11 @@ def test_requirement_and_check_ids_never_break_across_lines(browser: object, fai
     finally:
         browser.set_window_size(1280, 1600)  # type: ignore[attr-defined]
 
+def test_a_small_share_of_the_chart_stays_visible() -> None:
+    from engram_mcp.conformance._html import _MIN_SEGMENT, _widths
+
+    widths = _widths([2, 642, 71], 715)
+    assert widths[0] >= _MIN_SEGMENT and abs(sum(widths) - 480) < 1e-6
+    assert widths[1] > widths[2] > widths[0]
+    assert _widths([0, 5], 5) == [0.0, 480.0]  # a zero count has no segment at all
+    assert _widths([1, 1], 2) == [240.0, 240.0]
