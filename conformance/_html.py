@@ -89,6 +89,15 @@ _SCRIPT = """
   var body=document.body, search=document.getElementById('search');
   var bar=document.querySelector('.controls');
   function measure(){body.style.setProperty('--bar', bar.offsetHeight+'px');}
+  function visible(el){return getComputedStyle(el).display!=='none';}
+  function recount(){
+    document.querySelectorAll('h2[data-counts]').forEach(function(h){
+      var all=document.querySelectorAll(h.dataset.counts);
+      var shown=Array.prototype.filter.call(all,visible).length;
+      h.querySelector('.count').textContent=shown===all.length?'('+all.length+')':'('+shown+' of '+all.length+' shown)';
+      if(h.hasAttribute('data-hide-empty')){h.style.display=shown?'':'none';}
+    });
+  }
   function refresh(){
     var q=search.value.trim().toLowerCase();
     document.querySelectorAll('[data-group]').forEach(function(el){
@@ -99,6 +108,7 @@ _SCRIPT = """
         return getComputedStyle(tr).display!=='none';});
       sec.style.display=shown?'':'none';
     });
+    recount();
   }
   function choose(name){
     body.dataset.filter=name;
@@ -292,6 +302,14 @@ def _checks(results: list[Result]) -> str:
             f"(<span class='breaks'>broken</span>)</th><th>Message</th></tr>{''.join(rows)}</table>")
 
 
+def _attention_title(attention: list[Result]) -> str:
+    """What the cards are: failures (the Failures filter shows them), warnings (a SHOULD broken; the Passed
+    filter shows them), or both."""
+    warned = any(r.status is Status.WARN for r in attention)
+    failed = any(r.status is not Status.WARN for r in attention)
+    return "Failures and warnings" if warned and failed else "Warnings" if warned else "Failures"
+
+
 def html_report(run: Run, verdicts: dict[str, dict[str, Any]], code: int) -> str:
     attention = sorted((r for r in run.results if r.status in _ATTENTION),
                        key=lambda r: (SEVERITY.index(r.status), r.check_id, r.era or "", r.case or ""))
@@ -308,8 +326,10 @@ def html_report(run: Run, verdicts: dict[str, dict[str, Any]], code: int) -> str
         + f"<h2>Summary</h2>{_chart(run, verdicts)}"
         + (f"<ul class='notes'>{notes}</ul>" if notes else "")
         + _controls()
-        + (f"<h2 id='failures'>Failures ({len(attention)})</h2>{findings}" if attention else "")
+        + (f"<h2 id='failures' data-counts='article.finding' data-hide-empty>{escape(_attention_title(attention))} "
+           f"<span class='count'>({len(attention)})</span></h2>{findings}" if attention else "")
         + f"<h2 id='requirements'>Requirements by contract section</h2>{_sections(run, verdicts)}"
-        + f"<h2 id='checks'>Check results ({len(run.results)})</h2>{_checks(run.results)}"
+        + f"<h2 id='checks' data-counts='#checks ~ table tr[data-group]'>Check results "
+        f"<span class='count'>({len(run.results)})</span></h2>{_checks(run.results)}"
         + f"</main><script>{_SCRIPT}</script></body></html>\n"
     )

@@ -327,6 +327,7 @@ def test_a_link_lands_below_the_sticky_filter_bar(browser: object, tmp_path: Pat
     finally:
         browser.set_window_size(1280, 1600)  # type: ignore[attr-defined]
 
+
 def test_requirement_and_check_ids_never_break_across_lines(browser: object, failing_page: tuple[Run, Path]) -> None:
     from selenium.webdriver.common.by import By
 
@@ -345,6 +346,38 @@ def test_requirement_and_check_ids_never_break_across_lines(browser: object, fai
         assert browser.find_elements(By.CSS_SELECTOR, "#req-EMC-HOST-001 td.id")  # type: ignore[attr-defined]
     finally:
         browser.set_window_size(1280, 1600)  # type: ignore[attr-defined]
+
+
+def test_the_headings_count_what_the_filter_and_search_show(browser: object, failing_page: tuple[Run, Path]) -> None:
+    from selenium.webdriver.common.by import By
+
+    _, page = failing_page
+    _open(browser, page)
+    failures = browser.find_element(By.ID, "failures")  # type: ignore[attr-defined]
+    checks = browser.find_element(By.ID, "checks")  # type: ignore[attr-defined]
+    assert failures.text == "Failures (1)" and checks.text == "Check results (7)"
+    browser.find_element(By.CSS_SELECTOR, "button[data-filter=pass]").click()  # type: ignore[attr-defined]
+    assert not failures.is_displayed()  # no card is shown: no empty heading either
+    assert checks.text == "Check results (5 of 7 shown)"
+    browser.find_element(By.CSS_SELECTOR, "button[data-filter=all]").click()  # type: ignore[attr-defined]
+    browser.find_element(By.ID, "search").send_keys("stale-cursor")  # type: ignore[attr-defined]
+    assert not failures.is_displayed() and checks.text == "Check results (4 of 7 shown)"
+    browser.find_element(By.CSS_SELECTOR, "button[data-filter=fail]").click()  # type: ignore[attr-defined]
+    browser.find_element(By.ID, "search").clear()  # type: ignore[attr-defined]
+    browser.find_element(By.ID, "search").send_keys("cross")  # type: ignore[attr-defined]
+    assert failures.is_displayed() and failures.text == "Failures (1)"
+
+
+def test_a_warning_is_counted_as_what_it_is(tmp_path: Path) -> None:
+    from engram_mcp.conformance._html import html_report
+    from engram_mcp.conformance._report import exit_code, requirement_verdicts
+
+    run, _ = failing_run(tmp_path)
+    run.results.append(Result("envelope.hint", ("EMC-ENV-003",), "legacy", Status.WARN, "n", 0.1, "a SHOULD"))
+    page = html_report(run, requirement_verdicts(run), exit_code(run))
+    heading = re.search(r"<h2 id='failures'[^>]*>(.*?)</h2>", page)
+    assert heading is not None and re.sub("<[^>]+>", "", heading.group(1)) == "Failures and warnings (2)"
+
 
 def test_a_small_share_of_the_chart_stays_visible() -> None:
     from engram_mcp.conformance._html import _MIN_SEGMENT, _widths
