@@ -76,7 +76,7 @@ def predicate_of(run: Run) -> dict[str, Any]:
     return {
         "contract": {"name": CONTRACT_NAME, "version": load().version, "digest": digest_set(load().digest)},
         "harness": {"name": "conformance", "version": run.harness_version},
-        "target": {"label": run.target.label, "transport": run.target.kind,
+        "target": {"label": run.target_identity, "transport": run.target.kind,
                    "server": {era: {"name": info.name, "version": info.version}
                               for era, info in sorted(run.server_info.items())}},
         "profile": {"given": bool(run.profile and run.profile.given), "digest": digest_set(run.profile_digest)},

@@ -122,7 +122,7 @@ def summary_json(run: Run | None, code: int, attestation: Path | None) -> dict[s
         # A conformant verdict whose signing failed (code != 0) must not read as a pass to a script.
         "conformant": verdict["conformant"] is True and code == 0,
         "level": run.level, "contract": load().version, "harness_version": run.harness_version,
-        "target": run.target.label, "server": run.server_identity, "eras": predicate["eras"]["spoken"],
+        "target": run.target_identity, "server": run.server_identity, "eras": predicate["eras"]["spoken"],
         "transports": predicate["transports"], "seed": run.seed, "selection": list(run.select),
         "unreachable": run.unreachable, "counts": verdict["checks"], "scored_musts": verdict["scoredMusts"],
         "report_dir": str(run.report_dir) if run.report_dir else None,

@@ -155,7 +155,7 @@ def _banner(run: Run, code: int) -> str:
         ("Eras", eras + (f" — {refused}" if refused else "")),
         ("Transports", ", ".join(run.transports)),
         ("Profile", _profile_label(run).replace("`", "")),
-        ("Target", run.target.label),
+        ("Target", run.target_identity),
         ("Server", run.server_identity or "did not name itself"),
         ("Date", f"{started}" + (f" to {finished}" if finished else "") + " UTC"),
         ("Seed", f"{run.seed} ({run.examples} generated cases per tool and mode)" + ("; deep" if run.deep else "")),

@@ -17,6 +17,8 @@ Fields readers rely on (beyond the run's options):
   without a profile;
 - ``harness_version``: the installed package's version;
 - ``transports``: MCP transport names, ``stdio`` or ``streamable-http``;
+- ``target_identity``: the target as reports and the certificate name it (``target.label``, or
+  ``reference (NAME VERSION)`` for the bundled reference, whose command names a scratch directory);
 - ``exit_code``: the judged verdict as an exit code, set when the session ends.
 
 A Result's ``case`` tells repeated checks apart: the parametrised case of the
@@ -39,6 +41,7 @@ from typing import Any
 
 from engram_mcp.conformance._checks import Status
 from engram_mcp.conformance._connect import ERAS, Connection, Era, Target
+from engram_mcp.conformance._findings import is_bundled_reference
 from engram_mcp.conformance._head_start import HeadStarts
 from engram_mcp.conformance._host import ConfirmationReferences, Confirmer, HostBinding
 from engram_mcp.conformance._profile import Profile
@@ -177,6 +180,16 @@ class Run:
             self.transports = (TRANSPORTS.get(self.target.kind, self.target.kind),)
         if self.profile_digest is None:
             self.profile_digest = profile_digest(self.profile)
+
+    @property
+    def target_identity(self) -> str:
+        """The target as the reports and the certificate name it: its stdio command or URL; for
+        ``--target reference``, whose command names a scratch directory gone after the run, the stable
+        ``reference (NAME VERSION)`` with the name and version the server gave (just ``reference`` when
+        it gave none)."""
+        if is_bundled_reference(self.target.label):
+            return f"reference ({self.server_identity})" if self.server_identity else "reference"
+        return self.target.label
 
     @property
     def server_identity(self) -> str | None:
