@@ -126,6 +126,21 @@ def verifier_from_file(path: Path) -> Verifier:
         raise CertificateError(f"{path}: {problem}") from None
 
 
+def public_key_of(private_key: Path) -> Path:
+    """Where `conformance keygen FILE` wrote the public half of FILE: FILE.pub beside it."""
+    return private_key.with_name(private_key.name + ".pub")
+
+
+def signed_line(attestation: Path, keyid: str, private_key: Path) -> str:
+    """What a signing command prints: the attestation and the command that checks it, with the public key
+    keygen wrote beside the private one (named as a placeholder when it is not there)."""
+    public = public_key_of(private_key)
+    key = str(public) if public.is_file() else "PUBLIC_KEY"
+    hint = "" if public.is_file() else f" (the public key; `conformance keygen` writes it as {public.name})"
+    return (f"signed: {attestation} (Ed25519, keyid {keyid}); check it with "
+            f"`conformance verify-certificate {attestation} --key {key}`{hint}")
+
+
 def write_attestation(run: Run, directory: Path, signer: Signer) -> Path:
     """Sign the run's report.jsonl (already written in ``directory``) and write the bundle beside it."""
     report = directory / REPORT_FILE

@@ -27,6 +27,7 @@ from engram_mcp.conformance._certificate import (
     ATTESTATION_FILE,
     CertificateError,
     predicate_of,
+    signed_line,
     signer_from_file,
     write_attestation,
 )
@@ -196,8 +197,7 @@ def run(argv: list[str]) -> int:
                 print(f"conformance: no attestation: {problem}", file=sys.stderr)
                 code = EXIT_UNREACHABLE
             else:
-                print(f"signed: {attestation} (Ed25519, keyid {signer.keyid}); check it with "
-                      f"`conformance verify-certificate {attestation} --key PUBLIC.pem`")
+                print(signed_line(attestation, signer.keyid, args.sign_key))
         elif signer is not None:
             print("conformance: no attestation: the run was not judged", file=sys.stderr)
     if args.format == "json":

@@ -417,6 +417,8 @@ def test_a_real_run_signed_from_the_command_line_verifies(tmp_path: Path) -> Non
                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert ran.returncode == 5, ran.stdout[-2000:] + ran.stderr[-2000:]  # a partial run: incomplete
     assert f"signed: {reports / ATTESTATION_FILE}" in ran.stdout
+    # The hint names the public key keygen wrote beside the private one.
+    assert f"verify-certificate {reports / ATTESTATION_FILE} --key {public}`" in ran.stdout
     checked = subprocess.run([*CONFORMANCE, "verify-certificate", str(reports / ATTESTATION_FILE),
                               "--key", str(public)], capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert checked.returncode == EXIT_NOT_CONFORMANT, checked.stdout + checked.stderr
@@ -540,7 +542,9 @@ def test_sign_after_the_run_writes_a_certificate_that_verifies(signed: tuple[Pat
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     attestation, public, report = signed
     attestation.unlink()
+    capsys.readouterr()
     assert main(["sign", str(report.parent), "--key", str(tmp_path / "key.pem")]) == 0
+    assert f"`conformance verify-certificate {attestation} --key {public}`" in capsys.readouterr().out
     assert verify(attestation, verifier_from_file(public)).conformant
     assert main(["sign", str(report.parent), "--key", str(public)]) == 2  # not a private key
     report.write_text('{"type": "header"}\n')
@@ -563,6 +567,13 @@ def test_keygen_never_overwrites_an_existing_public_key(tmp_path: Path) -> None:
     public.write_text("someone's published key\n")
     assert main(["keygen", str(key)]) == 2
     assert public.read_text() == "someone's published key\n" and not key.exists()
+
+
+def test_without_its_public_key_beside_it_the_hint_says_what_keygen_names_it(tmp_path: Path) -> None:
+    from engram_mcp.conformance._certificate import signed_line
+
+    line = signed_line(tmp_path / ATTESTATION_FILE, "abc", tmp_path / "ci-signing.pem")
+    assert "--key PUBLIC_KEY`" in line and "ci-signing.pem.pub" in line
 
 
 def test_the_bundled_reference_is_attested_by_a_stable_name_not_its_scratch_directory(tmp_path: Path) -> None:
