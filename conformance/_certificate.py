@@ -76,7 +76,7 @@ def predicate_of(run: Run) -> dict[str, Any]:
     return {
         "contract": {"name": CONTRACT_NAME, "version": load().version, "digest": digest_set(load().digest)},
         "harness": {"name": "conformance", "version": run.harness_version},
-        "target": {"label": run.target.label, "transport": run.target.kind,
+        "target": {"label": run.target_identity, "transport": run.target.kind,
                    "server": {era: {"name": info.name, "version": info.version}
                               for era, info in sorted(run.server_info.items())}},
         "profile": {"given": bool(run.profile and run.profile.given), "digest": digest_set(run.profile_digest)},
@@ -124,6 +124,21 @@ def verifier_from_file(path: Path) -> Verifier:
         return Ed25519Verifier(load_public_key(_pem(path, "public key")))
     except EnvelopeError as problem:
         raise CertificateError(f"{path}: {problem}") from None
+
+
+def public_key_of(private_key: Path) -> Path:
+    """Where `conformance keygen FILE` wrote the public half of FILE: FILE.pub beside it."""
+    return private_key.with_name(private_key.name + ".pub")
+
+
+def signed_line(attestation: Path, keyid: str, private_key: Path) -> str:
+    """What a signing command prints: the attestation and the command that checks it, with the public key
+    keygen wrote beside the private one (named as a placeholder when it is not there)."""
+    public = public_key_of(private_key)
+    key = str(public) if public.is_file() else "PUBLIC_KEY"
+    hint = "" if public.is_file() else f" (the public key; `conformance keygen` writes it as {public.name})"
+    return (f"signed: {attestation} (Ed25519, keyid {keyid}); check it with "
+            f"`conformance verify-certificate {attestation} --key {key}`{hint}")
 
 
 def write_attestation(run: Run, directory: Path, signer: Signer) -> Path:

@@ -20,6 +20,7 @@ from engram_mcp.conformance._certificate import (
     CertificateError,
     digest_set,
     sign_statement,
+    signed_line,
     signer_from_file,
     statement_of,
 )
@@ -90,5 +91,5 @@ def sign_command(argv: list[str]) -> int:
     except (CertificateError, OSError) as problem:
         print(f"conformance: no attestation: {problem}", file=sys.stderr)
         return 1
-    print(f"signed: {attestation} (Ed25519, keyid {signer.keyid})")
+    print(signed_line(attestation, signer.keyid, args.key))
     return 0

@@ -27,6 +27,7 @@ from engram_mcp.conformance._certificate import (
     ATTESTATION_FILE,
     CertificateError,
     predicate_of,
+    signed_line,
     signer_from_file,
     write_attestation,
 )
@@ -122,7 +123,7 @@ def summary_json(run: Run | None, code: int, attestation: Path | None) -> dict[s
         # A conformant verdict whose signing failed (code != 0) must not read as a pass to a script.
         "conformant": verdict["conformant"] is True and code == 0,
         "level": run.level, "contract": load().version, "harness_version": run.harness_version,
-        "target": run.target.label, "server": run.server_identity, "eras": predicate["eras"]["spoken"],
+        "target": run.target_identity, "server": run.server_identity, "eras": predicate["eras"]["spoken"],
         "transports": predicate["transports"], "seed": run.seed, "selection": list(run.select),
         "unreachable": run.unreachable, "counts": verdict["checks"], "scored_musts": verdict["scoredMusts"],
         "report_dir": str(run.report_dir) if run.report_dir else None,
@@ -196,8 +197,7 @@ def run(argv: list[str]) -> int:
                 print(f"conformance: no attestation: {problem}", file=sys.stderr)
                 code = EXIT_UNREACHABLE
             else:
-                print(f"signed: {attestation} (Ed25519, keyid {signer.keyid}); check it with "
-                      f"`conformance verify-certificate {attestation} --key PUBLIC.pem`")
+                print(signed_line(attestation, signer.keyid, args.sign_key))
         elif signer is not None:
             print("conformance: no attestation: the run was not judged", file=sys.stderr)
     if args.format == "json":

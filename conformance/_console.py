@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 FAILING = (Status.FAIL, Status.ERROR, Status.XPASS)
 SHOWN_FAILURES = 40  # the reports list every one; the console shows the first ones
 MESSAGE_WIDTH = 160
+FAMILY_WIDTH = 12  # the family column at least; as wide as the run's longest family name (confirmation-ref)
 _STYLE = {Status.PASS: "green", Status.FAIL: "bold red", Status.ERROR: "bold red", Status.XPASS: "red",
           Status.WARN: "yellow", Status.BLOCKED: "yellow", Status.SKIP: "dim", Status.XFAIL: "dim"}
 
@@ -78,10 +79,12 @@ class Family:
     counts: Counter[Status] = field(default_factory=Counter)
     elapsed: float = 0.0  # the time its checks took, not the span they were spread over
     reported: bool = False
+    width: int = FAMILY_WIDTH  # of the name's column, the same for every family of the run
 
     def line(self) -> str:
         tally = counts_text(self.counts) or "nothing ran"
-        return f"{self.name:<12} {self.era or '':<7} {self.done:>4}/{self.total:<4} {tally}  ({self.elapsed:.1f} s)"
+        return (f"{self.name:<{self.width}} {self.era or '':<7} {self.done:>4}/{self.total:<4} {tally}  "
+                f"({self.elapsed:.1f} s)")
 
 
 class Console:
@@ -102,6 +105,7 @@ class Console:
         self._progress: Progress | None = None  # while the live display runs
         self._tasks: dict[str, TaskID] = {}
         self._muted: IO[str] | None = None
+        self.width = FAMILY_WIDTH  # the family column: set from the collected families' names
 
     # -- output ------------------------------------------------------------------
 
@@ -161,6 +165,9 @@ class Console:
             self.families.setdefault(name, Family(name)).total += 1
             self.parts.setdefault((name, era), Family(name, era)).total += 1
             self._part_of[item.nodeid] = (name, era)
+        self.width = max([FAMILY_WIDTH, *(len(name) for name in self.families)])
+        for tally in [*self.families.values(), *self.parts.values()]:
+            tally.width = self.width
         if self.families and not self.quiet:
             families = f"{len(self.families)} famil{'ies' if len(self.families) != 1 else 'y'}"
             eras = f"; eras: {', '.join(self._run.eras)}" if self._run else ""
@@ -236,7 +243,7 @@ class Console:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         self._progress = Progress(
-            TextColumn("{task.description:<12}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn(f"{{task.description:<{self.width}}}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             TextColumn("{task.fields[counts]}"), console=RichConsole(file=self.stream), transient=False,
         )
         for family in self.families.values():

@@ -65,10 +65,15 @@ def spared(result: Result) -> tuple[str, ...]:
     return tuple(rid for rid in result.requirements if rid not in hit and rid not in result.pins)
 
 
+def is_bundled_reference(label: str) -> bool:
+    """Whether a target is the bundled reference as `--target reference` serves it (from a scratch directory)."""
+    return _REFERENCE_MODULE in label and _REFERENCE_SCRATCH in label
+
+
 def _target_argument(run: Run) -> tuple[str, bool]:
     """The --target to give again, and whether the profile is the run's own generated one."""
     label = run.target.label
-    if _REFERENCE_MODULE in label and _REFERENCE_SCRATCH in label:
+    if is_bundled_reference(label):
         return "reference", True
     return label, False
 

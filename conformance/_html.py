@@ -46,6 +46,7 @@ GROUP = {
 FILTERS = (("all", "All"), ("fail", "Failures"), ("gap", "Not exercised"), ("pass", "Passed"), ("other", "Excluded"))
 _ATTENTION = (Status.FAIL, Status.ERROR, Status.XPASS, Status.XFAIL, Status.WARN)  # listed first, with evidence
 _EVIDENCE_CHARS = 4000
+_BAR_WIDTH, _MIN_SEGMENT = 480.0, 4.0  # summary chart: the bar and the narrowest segment a non-zero count gets
 _COLOURS = {"fail": "#c62828", "gap": "#f9a825", "pass": "#2e7d32", "other": "#9e9e9e"}
 _VERDICT_COLOURS = {0: "#2e7d32", 1: "#c62828", 3: "#616161", 4: "#ef6c00", 5: "#f9a825"}
 
@@ -79,11 +80,24 @@ body[data-filter=gap] [data-group]:not([data-group=gap]),
 body[data-filter=pass] [data-group]:not([data-group=pass]),
 body[data-filter=other] [data-group]:not([data-group=other]){display:none}
 .unmatched{display:none!important}
+td.id,a.jump{white-space:nowrap}
+[id]{scroll-margin-top:calc(var(--bar,4em) + .5em)}
 """
 
 _SCRIPT = """
 (function(){
   var body=document.body, search=document.getElementById('search');
+  var bar=document.querySelector('.controls');
+  function measure(){body.style.setProperty('--bar', bar.offsetHeight+'px');}
+  function visible(el){return getComputedStyle(el).display!=='none';}
+  function recount(){
+    document.querySelectorAll('h2[data-counts]').forEach(function(h){
+      var all=document.querySelectorAll(h.dataset.counts);
+      var shown=Array.prototype.filter.call(all,visible).length;
+      h.querySelector('.count').textContent=shown===all.length?'('+all.length+')':'('+shown+' of '+all.length+' shown)';
+      if(h.hasAttribute('data-hide-empty')){h.style.display=shown?'':'none';}
+    });
+  }
   function refresh(){
     var q=search.value.trim().toLowerCase();
     document.querySelectorAll('[data-group]').forEach(function(el){
@@ -94,6 +108,7 @@ _SCRIPT = """
         return getComputedStyle(tr).display!=='none';});
       sec.style.display=shown?'':'none';
     });
+    recount();
   }
   function choose(name){
     body.dataset.filter=name;
@@ -106,6 +121,8 @@ _SCRIPT = """
   document.querySelectorAll('a.jump').forEach(function(a){
     a.addEventListener('click',function(){search.value='';choose('all');});});
   search.addEventListener('input',refresh);
+  window.addEventListener('resize',measure);
+  measure();
   choose('all');
 })();
 """
@@ -138,7 +155,7 @@ def _banner(run: Run, code: int) -> str:
         ("Eras", eras + (f" — {refused}" if refused else "")),
         ("Transports", ", ".join(run.transports)),
         ("Profile", _profile_label(run).replace("`", "")),
-        ("Target", run.target.label),
+        ("Target", run.target_identity),
         ("Server", run.server_identity or "did not name itself"),
         ("Date", f"{started}" + (f" to {finished}" if finished else "") + " UTC"),
         ("Seed", f"{run.seed} ({run.examples} generated cases per tool and mode)" + ("; deep" if run.deep else "")),
@@ -156,13 +173,26 @@ def _banner(run: Run, code: int) -> str:
             f"<h1>{escape(verdict_line(run, code))}</h1><dl>{rows}</dl></header>")
 
 
+def _widths(counts: list[int], total: int, width: float = _BAR_WIDTH) -> list[float]:
+    """Each segment's width in proportion, but a non-zero one never under _MIN_SEGMENT (1 of 715 must show);
+    what that adds is taken from the segments wider than the minimum, in proportion to their width."""
+    widths = [width * n / total if n else 0.0 for n in counts]
+    short = [i for i, w in enumerate(widths) if 0 < w < _MIN_SEGMENT]
+    wide = sum(w for w in widths if w >= _MIN_SEGMENT)
+    if not short or wide <= 0:
+        return widths
+    added = sum(_MIN_SEGMENT - widths[i] for i in short)
+    shrink = max(wide - added, 0.0) / wide
+    return [_MIN_SEGMENT if i in short else w * shrink for i, w in enumerate(widths)]
+
+
 def _bar(y: int, label: str, parts: list[tuple[str, str, int]]) -> str:
     """One stacked horizontal bar: (group, text, count) per segment, with its legend beneath."""
     total = sum(n for _, _, n in parts) or 1
-    x, width, out = 0.0, 480.0, [f"<text x='0' y='{y - 6}' font-weight='600'>{escape(label)}</text>"]
-    for group, text, n in parts:
+    out = [f"<text x='0' y='{y - 6}' font-weight='600'>{escape(label)}</text>"]
+    x = 0.0
+    for (group, text, n), w in zip(parts, _widths([n for _, _, n in parts], total), strict=True):
         if n:
-            w = width * n / total
             out.append(f"<rect x='{x:.1f}' y='{y}' width='{w:.1f}' height='18' fill='{_COLOURS[group]}'>"
                        f"<title>{escape(text)}: {n}</title></rect>")
             x += w
@@ -216,7 +246,9 @@ def _finding(run: Run, result: Result) -> str:
         + (f"<p>Also covered by this check, not broken by its failing cases: "
            f"{', '.join(_req_link(r) for r in others)}</p>" if others and hit else "")
         + f"<p>Reproduce:</p><code class='repro'>{escape(reproduction(run, result))}</code>"
-        f"<details open><summary>Evidence</summary><pre>{escape(_evidence(result))}</pre></details></article>"
+        + "<details open><summary>Evidence</summary>"
+        + (f"<pre class='detail'>{escape(result.detail)}</pre>" if result.detail else "")
+        + f"<pre class='evidence'>{escape(_evidence(result))}</pre></details></article>"
     )
 
 
@@ -240,7 +272,7 @@ def _sections(run: Run, verdicts: dict[str, dict[str, Any]]) -> str:
             why = "; ".join(f"{g['era']}: {g['reason']} → {g['unlock']}" for g in v["not_exercised"])
             source = entry["source"] + ("" if v["scored"] else " (not scored)")
             rows.append(
-                f"<tr class='g-{group}' data-group='{group}' id='req-{escape(rid)}'><td>{escape(rid)}</td>"
+                f"<tr class='g-{group}' data-group='{group}' id='req-{escape(rid)}'><td class='id'>{escape(rid)}</td>"
                 f"<td>{escape(entry['summary'])}" + (f"<br><small>{escape(why)}</small>" if why else "") + "</td>"
                 f"<td>{escape(entry['level'])}<br><small>{escape(entry['status'])}</small></td><td>{escape(source)}</td>"
                 f"<td class='st'>{escape(v['outcome'])}</td><td>{links}</td></tr>")
@@ -263,11 +295,19 @@ def _checks(results: list[Result]) -> str:
         anchor = f"<a id='{_check_anchor(result.check_id)}'></a>" if first else ""
         rows.append(
             f"<tr class='g-{group}' data-group='{group}' id='{_result_anchor(result)}'>"
-            f"<td>{anchor}{escape(result.check_id)}</td><td>{escape(result.case or '')}</td>"
+            f"<td class='id'>{anchor}{escape(result.check_id)}</td><td>{escape(result.case or '')}</td>"
             f"<td>{escape(result.era or 'all')}</td><td class='st'>{escape(result.status.value)}</td>"
             f"<td>{reqs}</td><td>{escape(result.message.splitlines()[0] if result.message else '')}</td></tr>")
     return ("<table><tr><th>Check</th><th>Case</th><th>Era</th><th>Status</th><th>Requirements "
             f"(<span class='breaks'>broken</span>)</th><th>Message</th></tr>{''.join(rows)}</table>")
+
+
+def _attention_title(attention: list[Result]) -> str:
+    """What the cards are: failures (the Failures filter shows them), warnings (a SHOULD broken; the Passed
+    filter shows them), or both."""
+    warned = any(r.status is Status.WARN for r in attention)
+    failed = any(r.status is not Status.WARN for r in attention)
+    return "Failures and warnings" if warned and failed else "Warnings" if warned else "Failures"
 
 
 def html_report(run: Run, verdicts: dict[str, dict[str, Any]], code: int) -> str:
@@ -286,8 +326,10 @@ def html_report(run: Run, verdicts: dict[str, dict[str, Any]], code: int) -> str
         + f"<h2>Summary</h2>{_chart(run, verdicts)}"
         + (f"<ul class='notes'>{notes}</ul>" if notes else "")
         + _controls()
-        + (f"<h2 id='failures'>Failures ({len(attention)})</h2>{findings}" if attention else "")
+        + (f"<h2 id='failures' data-counts='article.finding' data-hide-empty>{escape(_attention_title(attention))} "
+           f"<span class='count'>({len(attention)})</span></h2>{findings}" if attention else "")
         + f"<h2 id='requirements'>Requirements by contract section</h2>{_sections(run, verdicts)}"
-        + f"<h2 id='checks'>Check results ({len(run.results)})</h2>{_checks(run.results)}"
+        + f"<h2 id='checks' data-counts='#checks ~ table tr[data-group]'>Check results "
+        f"<span class='count'>({len(run.results)})</span></h2>{_checks(run.results)}"
         + f"</main><script>{_SCRIPT}</script></body></html>\n"
     )

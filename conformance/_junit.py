@@ -2,8 +2,9 @@
 
 A testcase is named ``check@era[case]`` (the result's label), its classname is the
 contract area (section of its first requirement / check family) and a failure's
-message is the check's one-line verdict, with the broken requirements, a command
-that reproduces it and the evidence in the body. One testsuite per era (plus one
+message is the check's one-line verdict, with the rest of what the check said (its
+detail: the offending results), the broken requirements, a command that reproduces it
+and the evidence in the body. One testsuite per era (plus one
 for checks that run once for every era) and a ``run`` suite whose ``run.verdict``
 testcase fails whenever the run is not conformant (any exit code but 0, and
 exit 0 with expected failures of a baseline), so an unreachable, incomplete or
@@ -50,7 +51,10 @@ def _one_line(result: Result) -> str:
 
 def _body(run: Run, result: Result) -> str:
     entries = catalog()
-    lines = [f"{result.status.value}: {result.message}" if result.message else result.status.value, ""]
+    lines = [f"{result.status.value}: {result.message}" if result.message else result.status.value]
+    if result.detail:
+        lines.append(result.detail)
+    lines.append("")
     for rid in blamed(result):
         lines.append(f"breaks {rid} ({entries[rid]['level']}, {entries[rid]['section']}): {entries[rid]['summary']}")
     lines.append(f"reproduce: {reproduction(run, result)}")

@@ -36,7 +36,13 @@ from engram_mcp.conformance._run import (  # re-exported: older imports read the
     Run,
     utc_now,
 )
-from engram_mcp.conformance._status import apply_baseline, expected_to_fail, outcome_status, read_baseline
+from engram_mcp.conformance._status import (
+    apply_baseline,
+    expected_to_fail,
+    failure_detail,
+    outcome_status,
+    read_baseline,
+)
 from engram_mcp.conformance._world import Evidence, World
 
 __all__ = ["EXIT_CONFORMANT", "EXIT_INCOMPLETE", "EXIT_MUST_FAILED", "EXIT_STALE", "EXIT_UNREACHABLE", "EXIT_USAGE",
@@ -289,7 +295,8 @@ def _conclude(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.Tes
     run.results.append(Result(check_id, requirements, era, status, item.nodeid, report.duration, message,
                               dict(evidence.items) if isinstance(evidence, Evidence) else {},
                               not_applicable=bool(call.excinfo and call.excinfo.errisinstance(NotApplicable)),
-                              pins=pins, case=case))
+                              pins=pins, case=case,
+                              detail=failure_detail(call.excinfo.value if call.excinfo else None)))
     properties = [("check", check_id), ("status", status.value), ("requirements", " ".join(requirements))]
     if era:
         properties.append(("era", era))

@@ -270,7 +270,7 @@ def summary_lines(run: Run, *, limit: int = 40) -> list[str]:
     verdicts = requirement_verdicts(run)
     level = level_of(run)
     scored = _must(verdicts)
-    lines = ["", f"Engram memory over MCP {load().version} — target {run.target.label}",
+    lines = ["", f"Engram memory over MCP {load().version} — target {run.target_identity}",
              f"level: {level} (scores {' + '.join(sorted(SOURCES_SCORED[level]))} requirements); "
              f"eras: {', '.join(spoken_eras(run)) or 'none'}; transport: {run.target.kind}"
              + ("; deep" if run.deep else "")]
@@ -320,7 +320,7 @@ def identity(run: Run) -> dict[str, Any]:
     """Who and what was certified, when, under which profile and selection: the same in every report."""
     return {
         "harness_version": run.harness_version, "contract": load().version, "contract_digest": load().digest,
-        "target": run.target.label, "transport": run.target.kind, "transports": list(run.transports),
+        "target": run.target_identity, "transport": run.target.kind, "transports": list(run.transports),
         "server_info": {era: {"name": info.name, "version": info.version, "title": info.title}
                         for era, info in run.server_info.items()},
         "server_identity": run.server_identity,
@@ -354,6 +354,8 @@ def write_reports(run: Run, directory: Path) -> None:
         line = {"type": "check", "check": r.check_id, "era": r.era, "case": r.case, "label": r.label,
                 "status": r.status.value, "requirements": list(r.requirements), "message": r.message,
                 "duration": round(r.duration, 4), "evidence": redact(r.evidence)}
+        if r.detail:
+            line["detail"] = r.detail  # the failure's lines after its one-line verdict (message)
         if r.not_applicable:
             line["not_applicable"] = True
         if r.pins:
@@ -423,7 +425,7 @@ def markdown_report(run: Run, verdicts: dict[str, dict[str, Any]], code: int) ->
         f"# {title}\n\n"
         f"- Contract: Engram memory over MCP {load().version} (`{load().digest}`)\n"
         f"- Level: {level} — scores {', '.join(sorted(SOURCES_SCORED[level]))} requirements\n"
-        f"- Target: `{run.target.label}` (transport: {', '.join(run.transports)})\n"
+        f"- Target: `{run.target_identity}` (transport: {', '.join(run.transports)})\n"
         f"- Server identity: {run.server_identity or 'not given by the target'}\n"
         f"- Eras exercised: {', '.join(spoken_eras(run)) or 'none'} (asked: {', '.join(run.eras)})\n"
         f"- Profile: {_profile_label(run)}\n"

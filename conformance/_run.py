@@ -17,11 +17,15 @@ Fields readers rely on (beyond the run's options):
   without a profile;
 - ``harness_version``: the installed package's version;
 - ``transports``: MCP transport names, ``stdio`` or ``streamable-http``;
+- ``target_identity``: the target as reports and the certificate name it (``target.label``, or
+  ``reference (NAME VERSION)`` for the bundled reference, whose command names a scratch directory);
 - ``exit_code``: the judged verdict as an exit code, set when the session ends.
 
 A Result's ``case`` tells repeated checks apart: the parametrised case of the
 check without its era (``forget-content``, ``tool2-limit-3``), or None when the
-check runs once per era. ``Result.label`` is ``check@era[case]``.
+check runs once per era. ``Result.label`` is ``check@era[case]``. A failing Result's
+``message`` is its one-line verdict and ``detail`` the rest of what the check said
+(the offending results it names), which the reports show as evidence.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from typing import Any
 
 from engram_mcp.conformance._checks import Status
 from engram_mcp.conformance._connect import ERAS, Connection, Era, Target
+from engram_mcp.conformance._findings import is_bundled_reference
 from engram_mcp.conformance._head_start import HeadStarts
 from engram_mcp.conformance._host import ConfirmationReferences, Confirmer, HostBinding
 from engram_mcp.conformance._profile import Profile
@@ -116,6 +121,7 @@ class Result:
     not_applicable: bool = False  # a SKIP that says the requirement has nothing to exercise in this run
     pins: dict[str, list[str]] = field(default_factory=dict)  # profile requirement -> failed pin messages
     case: str | None = None  # the parametrised case without its era; None when the check runs once per era
+    detail: str = ""  # a failure's lines after its one-line verdict (message), bounded: see _status.failure_detail
 
     @property
     def family(self) -> str:
@@ -174,6 +180,16 @@ class Run:
             self.transports = (TRANSPORTS.get(self.target.kind, self.target.kind),)
         if self.profile_digest is None:
             self.profile_digest = profile_digest(self.profile)
+
+    @property
+    def target_identity(self) -> str:
+        """The target as the reports and the certificate name it: its stdio command or URL; for
+        ``--target reference``, whose command names a scratch directory gone after the run, the stable
+        ``reference (NAME VERSION)`` with the name and version the server gave (just ``reference`` when
+        it gave none)."""
+        if is_bundled_reference(self.target.label):
+            return f"reference ({self.server_identity})" if self.server_identity else "reference"
+        return self.target.label
 
     @property
     def server_identity(self) -> str | None:

@@ -18,6 +18,9 @@ from engram_mcp.conformance._connect import leaf_exceptions
 
 MESSAGE_LIMIT = 500  # one line of verdict, never a whole assertion dump
 HARNESS_ERROR_LIMIT = 300
+DETAIL_LINES = 60  # a failure's detail (the lines after its verdict) kept for the reports, at most
+DETAIL_CHARS = 8000
+_PYTEST_EXPLANATION = "assert "  # pytest's rewritten assert appends its own explanation, from a line like this
 
 
 def read_baseline(path: str | Path | None) -> frozenset[str]:
@@ -54,6 +57,34 @@ def outcome_status(error: BaseException | None, requirements: tuple[str, ...]) -
         return (Status.WARN if is_should_only(requirements) else Status.FAIL), str(error).split("\n")[0][:MESSAGE_LIMIT]
     cause = next(iter(leaf_exceptions(error)), error)  # anyio and the SDK wrap causes in groups
     return Status.ERROR, f"{type(cause).__name__} in the harness: {str(cause)[:HARNESS_ERROR_LIMIT]}"
+
+
+def failure_detail(error: BaseException | None) -> str:
+    """What a failing check said after its one-line verdict (the offending results it names, one a line).
+
+    The verdict stays the message; this detail is the evidence the reports show beside it. It is bounded:
+    at most DETAIL_LINES lines of at most MESSAGE_LIMIT characters and DETAIL_CHARS in all, then a line
+    saying how many more there were. pytest's own explanation of a plain ``assert`` is left out."""
+    if not isinstance(error, AssertionError):
+        return ""
+    lines = str(error).split("\n")[1:]
+    for index, line in enumerate(lines):
+        if line.startswith(_PYTEST_EXPLANATION):
+            lines = lines[:index]
+            break
+    while lines and not lines[-1].strip():
+        lines.pop()
+    kept: list[str] = []
+    size = 0
+    for line in lines:
+        clipped = line if len(line) <= MESSAGE_LIMIT else line[:MESSAGE_LIMIT] + "…"
+        if len(kept) == DETAIL_LINES or size + len(clipped) > DETAIL_CHARS:
+            break
+        kept.append(clipped)
+        size += len(clipped) + 1
+    if len(kept) < len(lines):
+        kept.append(f"… {len(lines) - len(kept)} more")
+    return "\n".join(kept)
 
 
 def apply_baseline(status: Status, message: str, expected: bool) -> tuple[Status, str]:

@@ -417,6 +417,8 @@ def test_a_real_run_signed_from_the_command_line_verifies(tmp_path: Path) -> Non
                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert ran.returncode == 5, ran.stdout[-2000:] + ran.stderr[-2000:]  # a partial run: incomplete
     assert f"signed: {reports / ATTESTATION_FILE}" in ran.stdout
+    # The hint names the public key keygen wrote beside the private one.
+    assert f"verify-certificate {reports / ATTESTATION_FILE} --key {public}`" in ran.stdout
     checked = subprocess.run([*CONFORMANCE, "verify-certificate", str(reports / ATTESTATION_FILE),
                               "--key", str(public)], capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert checked.returncode == EXIT_NOT_CONFORMANT, checked.stdout + checked.stderr
@@ -425,6 +427,10 @@ def test_a_real_run_signed_from_the_command_line_verifies(tmp_path: Path) -> Non
     predicate = _statement(reports / ATTESTATION_FILE)["predicate"]
     assert predicate["profile"]["given"] and len(predicate["profile"]["digest"]["sha256"]) == 64
     assert predicate["eras"]["asked"] == ["modern"]
+    # The bundled reference is attested by a stable name, never by the scratch directory it was served from.
+    assert predicate["target"]["label"] == f"reference ({predicate['target']['server']['modern']['name']} "\
+                                           f"{predicate['target']['server']['modern']['version']})"
+    assert f"target: {predicate['target']['label']} (transport stdio)" in checked.stdout
 
 
 @pytest.mark.slow
@@ -536,7 +542,9 @@ def test_sign_after_the_run_writes_a_certificate_that_verifies(signed: tuple[Pat
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     attestation, public, report = signed
     attestation.unlink()
+    capsys.readouterr()
     assert main(["sign", str(report.parent), "--key", str(tmp_path / "key.pem")]) == 0
+    assert f"`conformance verify-certificate {attestation} --key {public}`" in capsys.readouterr().out
     assert verify(attestation, verifier_from_file(public)).conformant
     assert main(["sign", str(report.parent), "--key", str(public)]) == 2  # not a private key
     report.write_text('{"type": "header"}\n')
@@ -559,3 +567,34 @@ def test_keygen_never_overwrites_an_existing_public_key(tmp_path: Path) -> None:
     public.write_text("someone's published key\n")
     assert main(["keygen", str(key)]) == 2
     assert public.read_text() == "someone's published key\n" and not key.exists()
+
+
+def test_without_its_public_key_beside_it_the_hint_says_what_keygen_names_it(tmp_path: Path) -> None:
+    from engram_mcp.conformance._certificate import signed_line
+
+    line = signed_line(tmp_path / ATTESTATION_FILE, "abc", tmp_path / "ci-signing.pem")
+    assert "--key PUBLIC_KEY`" in line and "ci-signing.pem.pub" in line
+
+
+def test_the_bundled_reference_is_attested_by_a_stable_name_not_its_scratch_directory(tmp_path: Path) -> None:
+    from engram_mcp.conformance._certificate import predicate_of
+    from engram_mcp.conformance._certificate_sign import predicate_from_report
+    from engram_mcp.conformance._cli import _reference_target
+    from engram_mcp.conformance._report import identity
+
+    def reference_run(scratch: str) -> Run:
+        label, _ = _reference_target(tmp_path / scratch / "reference")
+        run = _run(conformant=True)
+        run.target = parse_target(label)
+        return run
+
+    first, second = reference_run("engram-conformance-a1"), reference_run("engram-conformance-b2")
+    first.finished_at = first.started_at
+    assert first.target.label != second.target.label  # two scratch directories
+    assert predicate_of(first)["target"] == predicate_of(second)["target"]
+    assert predicate_of(first)["target"]["label"] == identity(first)["target"] == "reference (my-server 2.1.0)"
+    write_reports(first, tmp_path / "r")
+    assert predicate_from_report((tmp_path / "r" / REPORT_FILE).read_bytes()) == predicate_of(first)
+    first.server_info = {}
+    assert first.target_identity == "reference"  # a server that gave no name
+    assert _run(conformant=True).target_identity == "stdio:my-server --flag"  # any other target: its command

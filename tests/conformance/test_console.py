@@ -184,3 +184,30 @@ def test_an_internal_error_of_the_harness_is_shown_not_swallowed(tmp_path: Path)
     assert result.returncode == 3, result.stdout[-2000:] + result.stderr[-2000:]
     assert "conformance: internal error in the harness" in result.stderr
     assert "RuntimeError: the harness broke here" in result.stderr
+
+
+def test_the_family_column_is_as_wide_as_the_longest_family_name() -> None:
+    from types import SimpleNamespace
+
+    from engram_mcp.conformance._console import Console
+
+    def item(check: str, era: str) -> object:
+        marker = SimpleNamespace(args=(check,))
+        return SimpleNamespace(nodeid=f"{check}[{era}]", get_closest_marker=lambda name: marker,
+                               callspec=SimpleNamespace(params={"era": era}))
+
+    checks = ("confirmation-ref.single-use", "discovery.opted", "gate.refusal")
+    items = [item(check, era) for check in checks for era in ("legacy", "modern")]
+    console = Console(quiet=True, live=False, stream=open(os.devnull, "w"))  # noqa: SIM115 - closed below
+    try:
+        console.pytest_collection_finish(SimpleNamespace(items=items, config=SimpleNamespace(stash={})))  # type: ignore[arg-type]
+        for part in console.parts.values():
+            part.done = part.total = 1
+            part.counts[Status.PASS] += 1
+        lines = [part.line() for part in console.parts.values()]
+    finally:
+        console.close()
+    assert all(FAMILY_LINE.fullmatch(line) for line in lines), lines
+    # The era and the counts start in the same column on every line, confirmation-ref's too.
+    assert len({line.index(" legacy ") if " legacy " in line else line.index(" modern ") for line in lines}) == 1
+    assert len({line.index("1/1") for line in lines}) == 1

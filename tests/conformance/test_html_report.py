@@ -31,6 +31,8 @@ FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-ne
          "--disable-dev-shm-usage")  # a container's small /dev/shm must not crash the renderer
 CROSS_REFERENCES = ("EMC-CAP-002", "EMC-CAP-007", "EMC-CAP-008", "EMC-CAP-010", "EMC-CAP-011")
 FAILING_MESSAGE = "2 of 40 cross-references cases for engram_memory_capture were answered wrongly in the legacy era"
+FAILING_DETAIL = ("- case 3: two citations share the id c1, and the call succeeded\n"
+                  "- case 17: citation ids c2, c2 repeat, and the call succeeded")
 
 
 def failing_run(directory: Path) -> tuple[Run, Path]:
@@ -46,7 +48,8 @@ def failing_run(directory: Path) -> tuple[Run, Path]:
     run.server_info = {era: ServerInfo("my-memory-server", "2.1.0") for era in run.eras}
     run.results += [
         Result("arguments.cross-references", CROSS_REFERENCES, "legacy", Status.FAIL, "n", 0.8, FAILING_MESSAGE,
-               {BROKEN_RULES: ["unique_citation_ids"], "sent": 40, "wrong": 2}, case="capture"),
+               {BROKEN_RULES: ["unique_citation_ids"], "sent": 40, "wrong": 2}, case="capture",
+               detail=FAILING_DETAIL),
         Result("arguments.cross-references", CROSS_REFERENCES, "modern", Status.PASS, "n", 0.7, case="capture"),
         *[Result("search.stale-cursor", ("EMC-SRCH-010",), era, Status.PASS, "n", 0.1, case=f"limit-{n}")
           for era in run.eras for n in (1, 2)],
@@ -274,7 +277,10 @@ def test_a_failure_shows_its_evidence_its_blame_and_a_command_that_reproduces_it
     assert finding.find_element(By.CSS_SELECTOR, "code.repro").text == expected_reproduction(run.profile.path)
     broken = [a.text for a in finding.find_elements(By.CSS_SELECTOR, "ul a.breaks")]
     assert broken == ["EMC-CAP-007"]
-    assert "unique_citation_ids" in finding.find_element(By.TAG_NAME, "pre").text
+    assert "unique_citation_ids" in finding.find_element(By.CSS_SELECTOR, "pre.evidence").text
+    # Every offending case the check named is there, not only the first one its verdict quotes.
+    assert finding.find_element(By.CSS_SELECTOR, "pre.detail").text == FAILING_DETAIL
+    assert finding.find_element(By.CSS_SELECTOR, "p.message").text == FAILING_MESSAGE
     # The requirement links to its checks, and the link lands on a row that is there.
     link = browser.find_element(By.CSS_SELECTOR, "#req-EMC-CAP-007 a.jump")  # type: ignore[attr-defined]
     assert link.get_attribute("href").endswith("#check-arguments.cross-references")
@@ -284,3 +290,100 @@ def test_a_failure_shows_its_evidence_its_blame_and_a_command_that_reproduces_it
     shot.mkdir(parents=True, exist_ok=True)
     assert browser.save_screenshot(str(shot / "failing-report.png"))  # type: ignore[attr-defined]
     assert (shot / "failing-report.png").stat().st_size > 10_000
+
+
+def _long_page(directory: Path) -> Path:
+    """The failing run with enough check rows after the failing one that a link can scroll it to the top."""
+    run, page = failing_run(directory)
+    run.results += [Result("search.stale-cursor", ("EMC-SRCH-010",), era, Status.PASS, "n", 0.1, case=f"page-{n}")
+                    for era in run.eras for n in range(40)]
+    write_reports(run, page.parent)
+    return page
+
+
+def _top_and_bar(driver: object, element: object) -> tuple[float, float, float]:
+    """The element's top, the sticky filter bar's bottom and the viewport's height, as laid out now."""
+    return driver.execute_script(  # type: ignore[attr-defined]
+        "var r=arguments[0].getBoundingClientRect(), bar=document.querySelector('.controls').getBoundingClientRect();"
+        "return [r.top, bar.bottom, window.innerHeight];", element)
+
+
+@pytest.mark.parametrize(("link", "target"), [
+    ("#req-EMC-CAP-007 a.jump", "check-arguments.cross-references"),  # a requirement to its check's first row
+    ("article.finding h3 a.jump", "result-arguments.cross-references-legacy-capture"),  # a failure to its row
+])
+def test_a_link_lands_below_the_sticky_filter_bar(browser: object, tmp_path: Path, link: str, target: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    _open(browser, _long_page(tmp_path))
+    browser.set_window_size(1280, 700)  # type: ignore[attr-defined]
+    try:
+        browser.find_element(By.CSS_SELECTOR, link).click()  # type: ignore[attr-defined]
+        landed = browser.find_element(By.ID, target)  # type: ignore[attr-defined]
+        row = landed if landed.tag_name == "tr" else landed.find_element(By.XPATH, "./ancestor::tr")
+        assert browser.execute_script("return window.scrollY") > 0  # type: ignore[attr-defined]
+        top, bar_bottom, height = _top_and_bar(browser, row)
+        assert bar_bottom <= top < height, (top, bar_bottom)  # in view, not under the bar
+    finally:
+        browser.set_window_size(1280, 1600)  # type: ignore[attr-defined]
+
+
+def test_requirement_and_check_ids_never_break_across_lines(browser: object, failing_page: tuple[Run, Path]) -> None:
+    from selenium.webdriver.common.by import By
+
+    _, page = failing_page
+    _open(browser, page)
+    browser.set_window_size(900, 1600)  # type: ignore[attr-defined]
+    try:
+        lines = browser.execute_script(  # type: ignore[attr-defined]
+            "var out={};document.querySelectorAll(arguments[0]).forEach(function(el){"
+            "var r=document.createRange();r.selectNodeContents(el);"
+            "var tops=new Set(Array.prototype.map.call(r.getClientRects(),function(c){return Math.round(c.top);}));"
+            "out[el.textContent]=tops.size;});return out;",
+            "#requirements ~ details td.id, #checks ~ table td.id, a.jump")
+        assert lines and "EMC-HOST-001" in lines and "arguments.cross-references" in lines
+        assert {text: n for text, n in lines.items() if n != 1} == {}
+        assert browser.find_elements(By.CSS_SELECTOR, "#req-EMC-HOST-001 td.id")  # type: ignore[attr-defined]
+    finally:
+        browser.set_window_size(1280, 1600)  # type: ignore[attr-defined]
+
+
+def test_the_headings_count_what_the_filter_and_search_show(browser: object, failing_page: tuple[Run, Path]) -> None:
+    from selenium.webdriver.common.by import By
+
+    _, page = failing_page
+    _open(browser, page)
+    failures = browser.find_element(By.ID, "failures")  # type: ignore[attr-defined]
+    checks = browser.find_element(By.ID, "checks")  # type: ignore[attr-defined]
+    assert failures.text == "Failures (1)" and checks.text == "Check results (7)"
+    browser.find_element(By.CSS_SELECTOR, "button[data-filter=pass]").click()  # type: ignore[attr-defined]
+    assert not failures.is_displayed()  # no card is shown: no empty heading either
+    assert checks.text == "Check results (5 of 7 shown)"
+    browser.find_element(By.CSS_SELECTOR, "button[data-filter=all]").click()  # type: ignore[attr-defined]
+    browser.find_element(By.ID, "search").send_keys("stale-cursor")  # type: ignore[attr-defined]
+    assert not failures.is_displayed() and checks.text == "Check results (4 of 7 shown)"
+    browser.find_element(By.CSS_SELECTOR, "button[data-filter=fail]").click()  # type: ignore[attr-defined]
+    browser.find_element(By.ID, "search").clear()  # type: ignore[attr-defined]
+    browser.find_element(By.ID, "search").send_keys("cross")  # type: ignore[attr-defined]
+    assert failures.is_displayed() and failures.text == "Failures (1)"
+
+
+def test_a_warning_is_counted_as_what_it_is(tmp_path: Path) -> None:
+    from engram_mcp.conformance._html import html_report
+    from engram_mcp.conformance._report import exit_code, requirement_verdicts
+
+    run, _ = failing_run(tmp_path)
+    run.results.append(Result("envelope.hint", ("EMC-ENV-003",), "legacy", Status.WARN, "n", 0.1, "a SHOULD"))
+    page = html_report(run, requirement_verdicts(run), exit_code(run))
+    heading = re.search(r"<h2 id='failures'[^>]*>(.*?)</h2>", page)
+    assert heading is not None and re.sub("<[^>]+>", "", heading.group(1)) == "Failures and warnings (2)"
+
+
+def test_a_small_share_of_the_chart_stays_visible() -> None:
+    from engram_mcp.conformance._html import _MIN_SEGMENT, _widths
+
+    widths = _widths([2, 642, 71], 715)
+    assert widths[0] >= _MIN_SEGMENT and abs(sum(widths) - 480) < 1e-6
+    assert widths[1] > widths[2] > widths[0]
+    assert _widths([0, 5], 5) == [0.0, 480.0]  # a zero count has no segment at all
+    assert _widths([1, 1], 2) == [240.0, 240.0]

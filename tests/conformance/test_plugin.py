@@ -233,3 +233,55 @@ def test_each_outcome_has_its_status() -> None:
     assert judged(AssertionError("first line\nsecond")) == (Status.FAIL, "first line")
     assert judged(AssertionError("known"), "envelope.shape") == (Status.XFAIL, "known")
     assert judged(Blocked("known"), "envelope.shape") == (Status.BLOCKED, "known")  # not a conclusion
+
+
+# -- a failure's detail --------------------------------------------------------------
+
+
+def test_a_failures_detail_is_every_line_after_its_verdict_and_bounded() -> None:
+    from engram_mcp.conformance._status import DETAIL_LINES, failure_detail
+
+    problems = [f"- call {n}: isError is false with ok false" for n in range(3)]
+    error = AssertionError("\n".join(["3 results disagree on isError; first: call 0", *problems]))
+    run: Any = SimpleNamespace(baseline=frozenset())
+    assert _status(_raising(error), run, "envelope.is-error", "legacy",
+                   ("EMC-ENV-005",)) == (Status.FAIL, "3 results disagree on isError; first: call 0")
+    assert failure_detail(error) == "\n".join(problems)
+    # pytest's explanation of a plain assert is not the check's own detail.
+    assert failure_detail(AssertionError("a page too long\nassert 3 <= 2\n +  where 3 = len([1, 2, 3])")) == ""
+    assert failure_detail(AssertionError("one line")) == failure_detail(Blocked("no scope")) == ""
+    many = failure_detail(AssertionError("\n".join(["verdict", *(f"- {n}" for n in range(DETAIL_LINES + 7))])))
+    assert many.splitlines()[-1] == "… 7 more" and len(many.splitlines()) == DETAIL_LINES + 1
+    long = failure_detail(AssertionError("verdict\n" + "x" * 100_000))
+    assert len(long) < 1_000 and long.endswith("…")
+
+
+def test_a_failing_checks_offending_results_reach_every_report(configuration: Path, tmp_path: Path) -> None:
+    import json
+    import shlex
+    import xml.etree.ElementTree as ET
+
+    from engram_mcp.conformance._report import write_reports
+
+    faulty = ROOT / "tests" / "faulty" / "targets.py"
+    target = "stdio:" + shlex.join([sys.executable, str(faulty), "is-error-never-set",
+                                    "--config", str(configuration / "server.toml")])
+    outcome = run_suite(["--target", target, "--profile", str(configuration / "conformance-profile.toml"),
+                         "--select", "envelope.is-error", "--era", "legacy"], quiet=True)
+    assert outcome.run is not None and outcome.exit_code == 1
+    failed = next(r for r in outcome.run.results if r.check_id == "envelope.is-error")
+    assert failed.status is Status.FAIL and "\n" not in failed.message
+    offending = [line for line in failed.detail.splitlines() if line.startswith("- ")]
+    assert len(offending) >= 2  # every offending result the check named, not only the first
+    write_reports(outcome.run, tmp_path)
+    lines = [json.loads(line) for line in (tmp_path / "report.jsonl").read_text(encoding="utf-8").splitlines()]
+    line = next(x for x in lines if x.get("check") == "envelope.is-error")
+    assert line["message"] == failed.message and line["detail"] == failed.detail
+    body = ET.parse(tmp_path / "junit.xml").find(".//testcase[@name='envelope.is-error@legacy']/failure")
+    assert body is not None and body.get("message") == failed.message
+    assert all(problem in (body.text or "") for problem in offending)
+    page = (tmp_path / "report.html").read_text(encoding="utf-8")
+    shown = page.split("<pre class='detail'>", 1)[1].split("</pre>", 1)[0]
+    from html import unescape
+
+    assert all(problem in unescape(shown) for problem in offending)
