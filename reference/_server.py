@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import secrets
-import threading
 import time
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
@@ -111,25 +110,26 @@ def _journal_id(binding: Binding) -> str:
     return binding.audit_id or "unnamed_" + secrets.token_hex(16)
 
 
-async def _in_worker(cancelled: threading.Event, work: Callable[[], Outcome]) -> Outcome:
-    """``work`` on a worker thread, which runs to its end; a cancellation of the caller meanwhile sets ``cancelled``.
+class _CancelProbe:
+    """Whether the call's task has been cancelled (a notifications/cancelled), asked from the worker thread that
+    runs the call: the thread cannot be interrupted, so the mutation's guard asks once the store's lock is held."""
 
-    The thread cannot be interrupted, so it learns of a notifications/cancelled through the event, which the
-    mutation's guard reads once the store's lock is held; the cancellation itself is raised here afterwards.
-    """
-    done: list[Outcome] = []
+    def __init__(self, cancelled: type[BaseException]) -> None:
+        self._cancelled = cancelled
 
-    async def watch() -> None:
+    def is_set(self) -> bool:
         try:
-            await anyio.sleep_forever()
-        finally:
-            cancelled.set()
+            anyio.from_thread.check_cancelled()
+        except self._cancelled:
+            return True
+        return False
 
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(watch)
-        done.append(await anyio.to_thread.run_sync(work))
-        tasks.cancel_scope.cancel()
-    return done[0]
+
+async def _in_worker(work: Callable[[_CancelProbe], Outcome]) -> Outcome:
+    """``work`` on a worker thread, which runs to its end; a cancellation meanwhile is raised here afterwards."""
+    outcome = await anyio.to_thread.run_sync(work, _CancelProbe(anyio.get_cancelled_exc_class()))
+    await anyio.lowlevel.checkpoint_if_cancelled()
+    return outcome
 
 
 def _unforeseen(tool: str) -> Outcome:
@@ -151,7 +151,7 @@ class _InlineAudit:
         self.journal.append_in(tx, self.audit_id, self.binding, self.tool, "ok")
         self.written = True
 
-    def settle(self, outcome: Outcome, cancelled: threading.Event) -> Outcome:
+    def settle(self, outcome: Outcome, cancelled: _CancelProbe) -> Outcome:
         """Journal the call as it ended, on the worker thread; a cancelled call is left to the edge, which
         journals it as cancelled. An unrecorded call cannot be vouched for, so a failed write answers the
         constant unforeseen outcome."""
@@ -285,31 +285,19 @@ class ReferenceServer:
     ) -> Outcome | types.InputRequiredResult:
         arguments = params.arguments if params.arguments is not None else {}
         now = datetime.now(UTC)
-        try:  # the quota is counted in the store: off the event loop, which serves every other session meanwhile
-            admitted = await anyio.to_thread.run_sync(self.engine.admit_call, binding, now)
-        except Exception:  # nothing has started yet, so no mutation's outcome is in doubt
-            log.exception("counting the call against its quota failed")
-            return Outcome(code="STORE_UNAVAILABLE")
-        if not admitted:
-            return Outcome(code="RATE_LIMITED")  # over a call quota: refused before anything is read or written
-        verdict = self.oracle.verdict(tool, arguments)  # every rule but the clock's (EMC-HP-022 step 3)
-        if not verdict.valid:
-            return Outcome(code=verdict.code)
-        arguments = _integral(arguments)
-        if _purpose(tool, arguments) not in (None, binding.purpose_ref):
-            raise _protocol_error(_UNTRUSTED)
-        if tool == "engram_memory_capture" and not self.config.may_capture(scope_of(binding), binding.principal):
-            return Outcome(code="UNAUTHORIZED")  # granted the tool, not the authority in this scope (EMC-HP-057)
         policy = self.policy_for(scope_of(binding))
         gated = {t for t, on in (("engram_memory_capture", policy.confirm_capture),
                                  ("engram_memory_request_admission", policy.confirm_admission)) if on}
         inline = _INLINE_AUDIT.get()
         journal = inline if inline is not None and inline.audit_id == audit_id else None
-        cancelled = threading.Event()
         if not confirmation_required(tool, gated):
-            # No gate to wait for: replay, clock, deadline, the operation and its journal row in one hand-off.
-            return await _in_worker(cancelled, partial(self._ungated, tool, binding, arguments, now, journal,
-                                                       cancelled))
+            # No gate to wait for: quota, arguments, replay, clock, deadline, the operation and its journal row,
+            # all in one hand-off to a worker thread.
+            return await _in_worker(partial(self._ungated, tool, binding, arguments, now, journal))
+        admitted = await anyio.to_thread.run_sync(self._admitted, tool, binding, arguments, now)
+        if isinstance(admitted, Outcome):
+            return admitted
+        arguments = admitted
         if _CONTRACT.tools[tool].idempotent:
             replay = await anyio.to_thread.run_sync(self.engine.replay, tool, binding, arguments)
             if replay is not None:
@@ -324,13 +312,39 @@ class ReferenceServer:
             return Outcome(code="gate_failed")
         if deadline_passed(binding):  # again after the wait, before the reservation and the commit (EMC-HP-055)
             return Outcome(code="DEADLINE_EXCEEDED")
-        return await _in_worker(cancelled, partial(self._execute, tool, binding, arguments, journal, cancelled, gate))
+        return await _in_worker(partial(self._execute, tool, binding, arguments, journal, approved_at=gate))
+
+    def _admitted(
+        self, tool: str, binding: Binding, arguments: dict[str, Any], now: datetime
+    ) -> Outcome | dict[str, Any]:
+        """On a worker thread (the quota is counted in the store): the call's quota, then every argument rule but
+        the clock's (EMC-HP-022 step 3), then purpose and capture authority; the arguments, or the refusal."""
+        try:
+            admitted = self.engine.admit_call(binding, now)
+        except Exception:  # nothing has started yet, so no mutation's outcome is in doubt
+            log.exception("counting the call against its quota failed")
+            return Outcome(code="STORE_UNAVAILABLE")
+        if not admitted:
+            return Outcome(code="RATE_LIMITED")  # over a call quota: refused before anything is read or written
+        verdict = self.oracle.verdict(tool, arguments)
+        if not verdict.valid:
+            return Outcome(code=verdict.code)
+        arguments = _integral(arguments)
+        if _purpose(tool, arguments) not in (None, binding.purpose_ref):
+            raise _protocol_error(_UNTRUSTED)
+        if tool == "engram_memory_capture" and not self.config.may_capture(scope_of(binding), binding.principal):
+            return Outcome(code="UNAUTHORIZED")  # granted the tool, not the authority in this scope (EMC-HP-057)
+        return arguments
 
     def _ungated(
         self, tool: str, binding: Binding, arguments: dict[str, Any], now: datetime,
-        journal: _InlineAudit | None, cancelled: threading.Event,
+        journal: _InlineAudit | None, cancelled: _CancelProbe,
     ) -> Outcome:
-        """A call no confirmation gates, on a worker thread: its replay, then a first execution."""
+        """A call no confirmation gates, on a worker thread: its admission, its replay, then a first execution."""
+        admitted = self._admitted(tool, binding, arguments, now)
+        if isinstance(admitted, Outcome):
+            return self._settled(admitted, journal, cancelled)
+        arguments = admitted
         if _CONTRACT.tools[tool].idempotent:
             try:
                 replay = self.engine.replay(tool, binding, arguments)
@@ -345,15 +359,15 @@ class ReferenceServer:
             return self._settled(Outcome(code=timely.code), journal, cancelled)
         if deadline_passed(binding):  # again before the reservation and the commit (EMC-HP-055)
             return self._settled(Outcome(code="DEADLINE_EXCEEDED"), journal, cancelled)
-        return self._execute(tool, binding, arguments, journal, cancelled, None)
+        return self._execute(tool, binding, arguments, journal, cancelled)
 
     @staticmethod
-    def _settled(outcome: Outcome, journal: _InlineAudit | None, cancelled: threading.Event) -> Outcome:
+    def _settled(outcome: Outcome, journal: _InlineAudit | None, cancelled: _CancelProbe) -> Outcome:
         return journal.settle(outcome, cancelled) if journal is not None else outcome
 
     def _execute(
         self, tool: str, binding: Binding, arguments: dict[str, Any], journal: _InlineAudit | None,
-        cancelled: threading.Event, approved_at: float | None,
+        cancelled: _CancelProbe, approved_at: float | None = None,
     ) -> Outcome:
         """The operation and the call's journal row, on a worker thread."""
 

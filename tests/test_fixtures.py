@@ -20,8 +20,9 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from engram_mcp.contract import ArgumentOracle, load
+from engram_mcp.contract import ArgumentOracle, binding, load
 from engram_mcp.contract import _canonical as canonical
+from engram_mcp.contract.binding import Binding
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTRACT = load()
@@ -330,6 +331,16 @@ def test_every_host_owned_name_is_refused_at_the_top_level(tool: str, name: str)
 
 # -- the digests ----------------------------------------------------------------
 
+
+def _operation_digest(given: dict[str, Any]) -> str:
+    """A host's computation of the operation digest, from the bound scope and principal alone."""
+    bound = Binding(tenant=given["tenant"], workspace=given["workspace"], principal=given["principal"],
+                    agent_id="-", session="-", purpose_ref="-", issuer="-", audience="-", issued_at=0, expires_at=0,
+                    token_id="-")
+    tool, arguments = given["tool"], given["arguments"]
+    return binding.operation_digest(tool, binding.operation_target(tool, arguments), arguments, bound)
+
+
 CALLS = {
     "payload_digest": lambda i: canonical.payload_digest(i["payload"]),
     "record_digest": lambda i: canonical.record_digest(i["record"]),
@@ -337,6 +348,7 @@ CALLS = {
     "candidate_id": lambda i: canonical.candidate_id(i["source_ref"], i["sequence"], i["idempotency_key"]),
     "receipt_digest": lambda i: canonical.receipt_digest(i["kind"], i["value"], i.get("field", "receipt_digest")),
     "digest": lambda i: canonical.digest(i["domain"], i["value"]),
+    "operation_digest": _operation_digest,
 }
 VECTORS = DIGESTS["vectors"]
 
@@ -352,6 +364,15 @@ def test_digest_vectors_include_the_upstream_golden() -> None:
         v["function"] == "payload_digest" and v["expected"] == golden and "scope_ref" in v["input"]["payload"]
         for v in VECTORS
     )
+
+
+def test_operation_digest_vectors_describe_calls_a_server_would_run(oracle: ArgumentOracle) -> None:
+    vectors = [v for v in VECTORS if v["function"] == "operation_digest"]
+    assert vectors
+    for vector in vectors:
+        given = vector["input"]
+        assert oracle.verdict(given["tool"], given["arguments"]).valid, vector["description"]
+        assert CONTRACT.tools[given["tool"]].target is not None
 
 
 def test_digest_vectors_cover_every_function() -> None:

@@ -1225,6 +1225,7 @@ def digest_vectors() -> list[dict[str, Any]]:
             "input": {"domain": "graphify-memory/policy-evidence/v1", "value": {"policy_evidence_ref": "evidence:opaque"}},
             "expected": "sha256:8228cc925fca7caa7dd226a3294f23ba73e73301ef112c1b2bb6cb6ff574d385",
         },
+        *operation_digest_vectors(),
         {
             "description": "offline recall profile_config_digest",
             "function": "receipt_digest",
@@ -1236,6 +1237,53 @@ def digest_vectors() -> list[dict[str, Any]]:
             "function": "receipt_digest",
             "input": {"kind": "recall-profile-config", "value": {**profile_config, "profile_config_digest": A}, "field": "profile_config_digest"},
             "expected": "sha256:c3bf9494494e49141a7c1119082609af3427cdab15034ff2be1fb4459ab5602a",
+        },
+    ]
+
+
+def operation_digest_vectors() -> list[dict[str, Any]]:
+    """The digest a host signs into a confirmation reference: pinned so that a host written in another language
+    can check its own computation (spec/host-profile.md §2.2)."""
+    bound = {"principal": "principal:alice", "tenant": "tenant:acme", "workspace": "workspace:main"}
+    withdraw = {"candidate_id": CANDIDATE_ID, "idempotency_key": "withdraw-key-0001", "reason_ref": "reason:superseded-draft"}
+    forget = {"record_id": RECORD_ID, "idempotency_key": "forget-key-0001-x", "reason_ref": f"reason:demande-du-propri{C2}taire"}
+    withdraw_digest = "sha256:830d4ff6d7ad56f6e92fc9409c131744d14827ea3745ea6b231cda988a4204f5"
+    return [
+        {
+            "description": "operation_digest of a withdraw: its candidate_id is the target",
+            "function": "operation_digest",
+            "input": {"tool": "engram_memory_withdraw", "arguments": withdraw, **bound},
+            "expected": withdraw_digest,
+        },
+        {
+            "description": "operation_digest of the same withdraw with its arguments in reverse order",
+            "function": "operation_digest",
+            "input": {"tool": "engram_memory_withdraw", "arguments": dict(reversed(list(withdraw.items()))), **bound},
+            "expected": withdraw_digest,
+        },
+        {
+            "description": "operation_digest of the same withdraw for another principal differs",
+            "function": "operation_digest",
+            "input": {"tool": "engram_memory_withdraw", "arguments": withdraw, **bound, "principal": "principal:bob"},
+            "expected": "sha256:3517f343bdf49de36aa09f5464d1c39a4a5b55d4771f6ec138bd888842be448f",
+        },
+        {
+            "description": "operation_digest of the same withdraw under another idempotency key differs",
+            "function": "operation_digest",
+            "input": {"tool": "engram_memory_withdraw", "arguments": {**withdraw, "idempotency_key": "withdraw-key-0002"}, **bound},
+            "expected": "sha256:bd24d16fbd0a4a478e3cb002f91a62c598e3b8a6617cae5bab72bebdef6efab9",
+        },
+        {
+            "description": "operation_digest of a forget with an accented reason_ref (NFC, as arguments must be)",
+            "function": "operation_digest",
+            "input": {"tool": "engram_memory_forget", "arguments": forget, **bound},
+            "expected": "sha256:5862efdc2eed1ce6855d657436980d87e6269b8ea2b4377b316d878192ee99d9",
+        },
+        {
+            "description": "operation_digest of a gated request_admission",
+            "function": "operation_digest",
+            "input": {"tool": "engram_memory_request_admission", "arguments": {"candidate_id": CANDIDATE_ID, "idempotency_key": "admission-key-0001"}, **bound},
+            "expected": "sha256:20bbf910ca896151071d497f77c9afc6c643659f7391f4d6e2f22299047a4fe5",
         },
     ]
 
