@@ -75,7 +75,7 @@ UNTRUSTED = CONTRACT.protocol_errors["trusted_context_unavailable"].jsonrpc_code
 INVALID_PARAMS = -32602  # the MCP SDK's answer to tools/call params it cannot parse
 WORKERS = 2  # calls in flight at once: enough to overlap the two ends of a stdio pipe
 RETRIES = 1  # a retriable refusal (e.g. RATE_LIMITED) is tried again after a pause
-SHOWN = 10  # failing cases spelled out in a message
+SHOWN = 50  # failing cases spelled out in a message (the reports keep up to 60 lines of it)
 # A slow target must not hold the run hostage: a check stops sending after CHECK_BUDGET seconds,
 # and once the module has spent ERA_BUDGET seconds in one era its remaining checks are BLOCKED.
 # A check cut short FAILS on what it saw, or is BLOCKED when what it saw was right.
@@ -377,7 +377,7 @@ def run_family(world: World, harness: Any, check_id: str, family: str, tool: str
         # run sends all of it once. A run restricted to one era sends it all.
         share = harness.eras.index(world.era)
         sendable = sendable[share::len(harness.eras)]
-        world.evidence.add("corpus_share", f"case {share} and every {len(harness.eras)}th after it")
+        world.evidence.add("corpus_share", f"case {share}, then one case in every {len(harness.eras)} after it")
     binder = Binder(world, scope, principal)
     spent = _SPENT.setdefault((id(harness), world.era), [0.0])
     require(spent[0] < ERA_BUDGET, f"this module's time budget for the {world.era} era ({ERA_BUDGET:.0f} s) is spent: "

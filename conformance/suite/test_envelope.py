@@ -54,7 +54,7 @@ ERROR_KEYS = frozenset({"code", "message", "retriable"})
 # The members of a returned record that hold what the capturing caller wrote.
 RECORD_CONTENT = frozenset({"purpose_ref", "valid_time", "components", "primary_component_id", "primary_event",
                             "citations", "retention", "reconciliation"})
-SHOWN = 10
+SHOWN = 50  # failing calls spelled out in a message (the reports keep up to 60 lines of it)
 
 
 @dataclass

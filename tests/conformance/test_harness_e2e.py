@@ -117,12 +117,32 @@ def http_reference(configuration: Path, tmp_path: Path) -> Iterator[str]:
         process.wait(timeout=10)
 
 
+@pytest.mark.slow  # a full certification over HTTP; the default run certifies over stdio and selects over HTTP below
 def test_an_http_target_is_certified(http_reference: str, configuration: Path, tmp_path: Path) -> None:
     result = conformance("--target", http_reference, "--profile", str(configuration / "conformance-profile.toml"),
                          "--report-dir", str(tmp_path))
     assert_certified(result, tmp_path)
     bearer = [c for c in checks(tmp_path) if c["check"] == "wiring.http-bearer"]
     assert bearer and bearer[0]["status"] == "PASS"
+
+
+# Over streamable HTTP, one check of each kind of exchange: the HTTP guard, a binding refusal, a gated call confirmed
+# through the server-initiated flow, an envelope, and the host's auditId.
+HTTP_SELECTION = ("wiring.http-bearer", "binding.untrusted-call", "gate.approval-runs", "envelope.audit-id",
+                  "host.audit-echo")
+
+
+def test_an_http_target_passes_a_selection_of_checks(http_reference: str, configuration: Path, tmp_path: Path) -> None:
+    selection = [arg for check in HTTP_SELECTION for arg in ("--select", check)]
+    result = conformance("--target", http_reference, "--profile", str(configuration / "conformance-profile.toml"),
+                         *selection, "--report-dir", str(tmp_path), timeout=300)
+    assert result.returncode == 5, result.stdout[-3000:] + result.stderr[-2000:]  # a selection is a partial run
+    assert "Traceback" not in result.stdout + result.stderr
+    ran = {(c["check"], c["era"]): c["status"] for c in checks(tmp_path)}
+    assert {check for check, _ in ran} == set(HTTP_SELECTION), ran
+    assert {era for _, era in ran} >= {"legacy", "modern"}, ran  # era-less checks (the HTTP guard) carry None
+    assert set(ran.values()) <= {"PASS", "SKIP"}, ran
+    assert "PASS" in {status for (check, _), status in ran.items() if check == "wiring.http-bearer"}, ran
 
 
 def test_a_stale_baseline_fails_the_run(tmp_path: Path) -> None:
@@ -223,6 +243,7 @@ def _one_scope(profile: Path, into: Path) -> Path:
     return into
 
 
+@pytest.mark.slow  # a further full certification; the incomplete verdict's rules have unit tests in test_verdict.py
 def test_a_one_scope_profile_leaves_tenant_isolation_unexercised(configuration: Path, tmp_path: Path) -> None:
     command = " ".join([*SERVE, "--config", str(configuration / "server.toml")])
     # Beside the original, so that its relative key paths still resolve.
