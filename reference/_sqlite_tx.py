@@ -127,6 +127,13 @@ class SqliteTransaction:
         return [_candidate(row) for row in rows]
 
     def holdings(self, tenant: str, principal: str | None = None) -> Holdings:
+        row = self.sql.execute(
+            "SELECT pending, bytes FROM holdings WHERE tenant = ? AND holder = ? AND principal = ?",
+            (tenant, "tenant" if principal is None else "principal", principal or ""),
+        ).fetchone()
+        return Holdings(0, 0) if row is None else Holdings(int(row["pending"]), int(row["bytes"]))
+
+    def recount_holdings(self, tenant: str, principal: str | None = None) -> Holdings:
         holder = "c.tenant = ?" + (" AND c.principal = ?" if principal is not None else "")
         params = (tenant, *((principal,) if principal is not None else ()))
         row = self.sql.execute(
