@@ -245,6 +245,13 @@ class PostgresReader:
             )
 
     def holdings(self, tenant: str, principal: str | None = None) -> Holdings:
+        row = self._one(
+            "SELECT pending, bytes FROM holdings WHERE tenant = %s AND holder = %s AND principal = %s",
+            (tenant, "tenant" if principal is None else "principal", principal or ""),
+        )
+        return Holdings(0, 0) if row is None else Holdings(pending=int(row["pending"]), bytes=int(row["bytes"]))
+
+    def recount_holdings(self, tenant: str, principal: str | None = None) -> Holdings:
         holder = "c.tenant = %s" + (" AND c.principal = %s" if principal is not None else "")
         params = (tenant, *((principal,) if principal is not None else ()))
         row = self._one(
