@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from mcp.shared.exceptions import MCPError
 
+from engram_mcp.reference._ports import Holdings, Scope
 from engram_mcp.reference._sqlite import sqlite3
 from engram_mcp.reference._store import MIGRATIONS, Store
 from tests.reference.conftest import (
@@ -40,6 +41,7 @@ from tests.reference.conftest import (
     store_files,
     withdraw_args,
 )
+from tests.reference.test_store_contract import OLDER_ROWS, assert_migrated_holdings
 
 pytestmark = pytest.mark.anyio
 
@@ -126,6 +128,24 @@ def test_reopening_does_not_migrate_again(tmp_path: Path) -> None:
         assert store.schema_version == len(MIGRATIONS)
         with store.read() as db:
             assert db.execute("SELECT value FROM meta WHERE key = 'sentinel'").fetchone()[0] == "kept"
+    finally:
+        store.close()
+
+
+def test_an_older_store_gains_holdings_counters_equal_to_its_rows(tmp_path: Path) -> None:
+    path = tmp_path / "older.sqlite3"
+    with sqlite3.connect(path) as db:
+        for number, script in enumerate(MIGRATIONS[:-1], start=1):
+            db.executescript(f"{script}\nPRAGMA user_version = {number};")
+        for sql in OLDER_ROWS:
+            db.execute(sql)
+    store = Store(path)
+    try:
+        assert store.schema_version == len(MIGRATIONS)
+        assert_migrated_holdings(store)
+        store.transaction(lambda tx: tx.close_candidate(Scope("t1", "w1"), "c1", "rejected"))  # and kept after
+        with store.snapshot() as reader:
+            assert reader.holdings("t1") == reader.recount_holdings("t1") == Holdings(1, 205)
     finally:
         store.close()
 
