@@ -245,6 +245,10 @@ class StoreReader(Protocol):
         """What ``holdings`` answers, summed afresh over the candidates and records (a check of the counters)."""
         ...
 
+    def holdings_drift(self) -> bool:
+        """Whether any holder's counters differ from what ``recount_holdings`` would answer (``verify``)."""
+        ...
+
     def pending_due(self, created_before_ms: int, limit: int) -> list[StoredCandidate]:
         """Pending candidates (any scope) created at or before ``created_before_ms``, oldest first, at most
         ``limit``."""

@@ -38,6 +38,7 @@ from engram_mcp.reference._ports import (
     Subject,
 )
 from engram_mcp.reference._postgres_schema import SEARCH_CONFIG
+from engram_mcp.reference._quotas import HOLDINGS_DRIFT_SQL
 
 # tsvector weight classes, in search_index.FIELDS order: PostgreSQL has four, so citations share D with context.
 FIELD_CLASSES = ("A", "B", "C", "D", "D")
@@ -263,6 +264,9 @@ class PostgresReader:
         )
         assert row is not None  # an aggregate always answers one row
         return Holdings(pending=int(row["pending"]), bytes=int(row["held"]))
+
+    def holdings_drift(self) -> bool:
+        return self._one(HOLDINGS_DRIFT_SQL) is not None
 
     def pending_due(self, created_before_ms: int, limit: int) -> list[StoredCandidate]:
         rows = self.conn.execute(

@@ -31,6 +31,7 @@ from engram_mcp.reference._ports import (
     StoredRecord,
     Subject,
 )
+from engram_mcp.reference._quotas import HOLDINGS_DRIFT_SQL
 from engram_mcp.reference._sqlite import sqlite3
 
 
@@ -145,6 +146,9 @@ class SqliteTransaction:
             params,
         ).fetchone()
         return Holdings(int(row["pending"]), int(row["held"]))
+
+    def holdings_drift(self) -> bool:
+        return self.sql.execute(HOLDINGS_DRIFT_SQL).fetchone() is not None
 
     # -- records and their index -------------------------------------------------------------
 

@@ -226,9 +226,11 @@ async def test_verify_passes_a_healthy_store_and_fails_a_tampered_journal(
         event = json.loads(db.execute("SELECT event FROM journal WHERE cursor = 1").fetchone()[0])
         event["to_state"] = "accepted_current"
         db.execute("UPDATE journal SET event = ? WHERE cursor = 1", (json.dumps(event, sort_keys=True),))
+        db.execute("UPDATE holdings SET pending = pending + 1 WHERE holder = 'principal'")
     tampered = verify(ref)
     assert tampered.returncode == 1
     assert "FAIL journal event 1 does not match its hash" in tampered.stdout
+    assert "FAIL the quota holdings counters differ from the stored candidates" in tampered.stdout
 
 
 async def test_verify_fails_a_tampered_audit_entry(tmp_path_factory: pytest.TempPathFactory) -> None:

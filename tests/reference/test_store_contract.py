@@ -552,6 +552,15 @@ def test_holdings_do_not_depend_on_the_order_admission_writes_in(site: StoreSite
     with store.snapshot() as reader:
         held = reader.holdings("tenant-a", "agent-1")
         assert held == reader.recount_holdings("tenant-a", "agent-1") == Holdings(0, 30)
+        assert not reader.holdings_drift()
+
+    def tamper(tx: StoreTransaction) -> None:  # a counter no trigger wrote: what verify reports
+        raw = tx.sql if isinstance(tx, SqliteTransaction) else tx.conn  # type: ignore[attr-defined]
+        raw.execute("UPDATE holdings SET bytes = bytes + 1 WHERE holder = 'tenant'")
+
+    store.transaction(tamper)
+    with store.snapshot() as reader:
+        assert reader.holdings_drift()
 
 
 # Rows an older schema (one without the counters) may hold, in every state a candidate and its record can be in,
