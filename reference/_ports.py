@@ -235,7 +235,18 @@ class StoreReader(Protocol):
         ...
 
     def holdings(self, tenant: str, principal: str | None = None) -> Holdings:
-        """The tenant's holdings over all its workspaces, or, with ``principal``, that principal's within it."""
+        """The tenant's holdings over all its workspaces, or, with ``principal``, that principal's within it.
+
+        Read from counters the store keeps in step with every write, at a cost that does not grow with the
+        tenant."""
+        ...
+
+    def recount_holdings(self, tenant: str, principal: str | None = None) -> Holdings:
+        """What ``holdings`` answers, summed afresh over the candidates and records (a check of the counters)."""
+        ...
+
+    def holdings_drift(self) -> bool:
+        """Whether any holder's counters differ from what ``recount_holdings`` would answer (``verify``)."""
         ...
 
     def pending_due(self, created_before_ms: int, limit: int) -> list[StoredCandidate]:

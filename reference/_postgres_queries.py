@@ -38,6 +38,7 @@ from engram_mcp.reference._ports import (
     Subject,
 )
 from engram_mcp.reference._postgres_schema import SEARCH_CONFIG
+from engram_mcp.reference._quotas import HOLDINGS_DRIFT_SQL
 
 # tsvector weight classes, in search_index.FIELDS order: PostgreSQL has four, so citations share D with context.
 FIELD_CLASSES = ("A", "B", "C", "D", "D")
@@ -245,6 +246,13 @@ class PostgresReader:
             )
 
     def holdings(self, tenant: str, principal: str | None = None) -> Holdings:
+        row = self._one(
+            "SELECT pending, bytes FROM holdings WHERE tenant = %s AND holder = %s AND principal = %s",
+            (tenant, "tenant" if principal is None else "principal", principal or ""),
+        )
+        return Holdings(0, 0) if row is None else Holdings(pending=int(row["pending"]), bytes=int(row["bytes"]))
+
+    def recount_holdings(self, tenant: str, principal: str | None = None) -> Holdings:
         holder = "c.tenant = %s" + (" AND c.principal = %s" if principal is not None else "")
         params = (tenant, *((principal,) if principal is not None else ()))
         row = self._one(
@@ -256,6 +264,9 @@ class PostgresReader:
         )
         assert row is not None  # an aggregate always answers one row
         return Holdings(pending=int(row["pending"]), bytes=int(row["held"]))
+
+    def holdings_drift(self) -> bool:
+        return self._one(HOLDINGS_DRIFT_SQL) is not None
 
     def pending_due(self, created_before_ms: int, limit: int) -> list[StoredCandidate]:
         rows = self.conn.execute(

@@ -192,6 +192,84 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX records_recent ON records (tenant, workspace, recorded_cursor DESC, record_id)
         WHERE state = 'accepted_current';
     """,
+    """
+    -- Quota holdings (reference/_quotas.py), kept by the database itself so that a capture reads one row
+    -- instead of summing the tenant's candidates. One row per principal (holder 'principal') and one per
+    -- tenant (holder 'tenant', principal ''), so the tenant's row never meets a real principal.
+    -- A candidate contributes (1, body_bytes) while pending; (0, body_bytes) while accepted and its record
+    -- (same tenant, workspace and record_id) is accepted_current; else nothing. Each trigger takes back the
+    -- changed row's old contribution and adds its new one in one UPSERT, so whatever writes candidates or
+    -- records (and in whichever order admission writes the two) keeps the counters equal to the sum.
+    CREATE TABLE holdings (
+        tenant text NOT NULL,
+        holder text NOT NULL CHECK (holder IN ('tenant', 'principal')),
+        principal text NOT NULL,
+        pending bigint NOT NULL,
+        bytes bigint NOT NULL,
+        PRIMARY KEY (tenant, holder, principal)
+    );
+    -- A record's change finds the accepted candidates that point at it.
+    CREATE INDEX candidates_record ON candidates (tenant, workspace, record_id);
+
+    CREATE FUNCTION holdings_candidate() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        INSERT INTO holdings AS h (tenant, holder, principal, pending, bytes)
+        SELECT d.tenant, d.holder, d.principal, SUM(d.pending), SUM(d.bytes) FROM (
+            SELECT c.tenant, k.holder, CASE k.holder WHEN 'tenant' THEN '' ELSE c.principal END AS principal,
+                   c.sign * (c.state = 'pending')::int AS pending,
+                   c.sign * CASE WHEN c.state = 'pending' OR (c.state = 'accepted' AND EXISTS (
+                       SELECT 1 FROM records r WHERE r.tenant = c.tenant AND r.workspace = c.workspace
+                       AND r.record_id = c.record_id AND r.state = 'accepted_current'))
+                   THEN c.body_bytes ELSE 0 END AS bytes
+            FROM (SELECT -1 AS sign, OLD.tenant AS tenant, OLD.workspace AS workspace, OLD.principal AS principal,
+                         OLD.state AS state, OLD.record_id AS record_id, OLD.body_bytes AS body_bytes
+                  WHERE TG_OP <> 'INSERT'
+                  UNION ALL
+                  SELECT 1, NEW.tenant, NEW.workspace, NEW.principal, NEW.state, NEW.record_id, NEW.body_bytes
+                  WHERE TG_OP <> 'DELETE') AS c
+            CROSS JOIN (VALUES ('tenant'), ('principal')) AS k (holder)
+        ) AS d
+        GROUP BY d.tenant, d.holder, d.principal HAVING SUM(d.pending) <> 0 OR SUM(d.bytes) <> 0
+        ON CONFLICT (tenant, holder, principal) DO UPDATE
+            SET pending = h.pending + excluded.pending, bytes = h.bytes + excluded.bytes;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER holdings_candidate
+        AFTER INSERT OR DELETE OR UPDATE OF tenant, workspace, principal, state, record_id, body_bytes
+        ON candidates FOR EACH ROW EXECUTE FUNCTION holdings_candidate();
+
+    -- A record entering or leaving accepted_current adds or takes back the bytes of its accepted candidates.
+    CREATE FUNCTION holdings_record() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        INSERT INTO holdings AS h (tenant, holder, principal, pending, bytes)
+        SELECT c.tenant, k.holder, CASE k.holder WHEN 'tenant' THEN '' ELSE c.principal END, 0,
+               SUM(r.sign * c.body_bytes)
+        FROM (SELECT -1 AS sign, OLD.tenant AS tenant, OLD.workspace AS workspace, OLD.record_id AS record_id
+              WHERE TG_OP <> 'INSERT' AND OLD.state = 'accepted_current'
+              UNION ALL
+              SELECT 1, NEW.tenant, NEW.workspace, NEW.record_id
+              WHERE TG_OP <> 'DELETE' AND NEW.state = 'accepted_current') AS r
+        JOIN candidates c ON c.tenant = r.tenant AND c.workspace = r.workspace AND c.record_id = r.record_id
+             AND c.state = 'accepted'
+        CROSS JOIN (VALUES ('tenant'), ('principal')) AS k (holder)
+        GROUP BY 1, 2, 3 HAVING SUM(r.sign * c.body_bytes) <> 0
+        ON CONFLICT (tenant, holder, principal) DO UPDATE SET bytes = h.bytes + excluded.bytes;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER holdings_record
+        AFTER INSERT OR DELETE OR UPDATE OF tenant, workspace, record_id, state
+        ON records FOR EACH ROW EXECUTE FUNCTION holdings_record();
+
+    -- The counters of the rows already stored.
+    INSERT INTO holdings (tenant, holder, principal, pending, bytes)
+    SELECT c.tenant, k.holder, CASE k.holder WHEN 'tenant' THEN '' ELSE c.principal END,
+           SUM((c.state = 'pending')::int), SUM(c.body_bytes)
+    FROM candidates c
+    LEFT JOIN records r ON r.tenant = c.tenant AND r.workspace = c.workspace AND r.record_id = c.record_id
+    CROSS JOIN (VALUES ('tenant'), ('principal')) AS k (holder)
+    WHERE c.state = 'pending' OR (c.state = 'accepted' AND r.state = 'accepted_current')
+    GROUP BY 1, 2, 3;
+    """,
 )
 
 SEARCH_CONFIG = "simple"  # lowercases, no stemming and no stop words: the same words SQLite's unicode61 keeps

@@ -161,3 +161,20 @@ def toml_lines(limits: ResourceLimits | None = None) -> list[str]:
         f"pending_candidate_seconds = {e.pending_candidate_seconds}",
         f"refused_audit_rows = {e.refused_audit_rows}",
     ]
+
+
+# Holders whose quota holdings counters (the stores' ``holdings`` table, kept by triggers) differ from the
+# candidates and records they count; the same SQL on SQLite and PostgreSQL. ``verify`` reports any.
+HOLDINGS_DRIFT_SQL = """
+SELECT COALESCE(h.tenant, c.tenant) AS tenant FROM holdings h FULL JOIN (
+    SELECT c.tenant, k.holder, CASE k.holder WHEN 'tenant' THEN '' ELSE c.principal END AS principal,
+           SUM(CASE WHEN c.state = 'pending' THEN 1 ELSE 0 END) AS pending, SUM(c.body_bytes) AS bytes
+    FROM candidates c
+    LEFT JOIN records r ON r.tenant = c.tenant AND r.workspace = c.workspace AND r.record_id = c.record_id
+    CROSS JOIN (SELECT 'tenant' AS holder UNION ALL SELECT 'principal') AS k
+    WHERE c.state = 'pending' OR (c.state = 'accepted' AND r.state = 'accepted_current')
+    GROUP BY c.tenant, k.holder, CASE k.holder WHEN 'tenant' THEN '' ELSE c.principal END
+) AS c ON c.tenant = h.tenant AND c.holder = h.holder AND c.principal = h.principal
+WHERE COALESCE(h.pending, 0) <> COALESCE(c.pending, 0) OR COALESCE(h.bytes, 0) <> COALESCE(c.bytes, 0)
+LIMIT 1
+"""

@@ -31,6 +31,7 @@ from engram_mcp.reference._ports import (
     StoredRecord,
     Subject,
 )
+from engram_mcp.reference._quotas import HOLDINGS_DRIFT_SQL
 from engram_mcp.reference._sqlite import sqlite3
 
 
@@ -127,6 +128,13 @@ class SqliteTransaction:
         return [_candidate(row) for row in rows]
 
     def holdings(self, tenant: str, principal: str | None = None) -> Holdings:
+        row = self.sql.execute(
+            "SELECT pending, bytes FROM holdings WHERE tenant = ? AND holder = ? AND principal = ?",
+            (tenant, "tenant" if principal is None else "principal", principal or ""),
+        ).fetchone()
+        return Holdings(0, 0) if row is None else Holdings(int(row["pending"]), int(row["bytes"]))
+
+    def recount_holdings(self, tenant: str, principal: str | None = None) -> Holdings:
         holder = "c.tenant = ?" + (" AND c.principal = ?" if principal is not None else "")
         params = (tenant, *((principal,) if principal is not None else ()))
         row = self.sql.execute(
@@ -138,6 +146,9 @@ class SqliteTransaction:
             params,
         ).fetchone()
         return Holdings(int(row["pending"]), int(row["held"]))
+
+    def holdings_drift(self) -> bool:
+        return self.sql.execute(HOLDINGS_DRIFT_SQL).fetchone() is not None
 
     # -- records and their index -------------------------------------------------------------
 

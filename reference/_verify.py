@@ -67,9 +67,12 @@ def inspect_store(config: ServerConfig) -> Findings:
 
 
 def chain_problems(store: MemoryStore, findings: Findings) -> list[str]:
-    """Any store's journal and audit chains, and its outstanding erasures (into ``findings``)."""
+    """Any store's journal and audit chains, its quota holdings counters, and its outstanding erasures (into
+    ``findings``)."""
     with store.snapshot() as reader:
         problems = journal_problems(reader)
+        if reader.holdings_drift():
+            problems.append("the quota holdings counters differ from the stored candidates")
         findings.pending_erasures = list(pending_lines(reader.outstanding_erasures()))
     return problems + [f"audit chain broken at entry {seq}" for seq in AuditJournal(store).verify()]
 

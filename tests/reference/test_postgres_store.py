@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import psycopg
 import pytest
 
-from engram_mcp.reference._ports import Scope, StoreTransaction
+from engram_mcp.reference._ports import Holdings, Scope, StoreTransaction
 from engram_mcp.reference._postgres import PostgresStore
 from engram_mcp.reference._postgres_queries import (
     SEARCH_SQL,
@@ -28,7 +28,7 @@ from engram_mcp.reference._postgres_queries import (
 )
 from engram_mcp.reference._postgres_schema import MIGRATIONS
 from tests.postgres_support import fresh_postgres_url, postgres_url
-from tests.reference.test_store_contract import assert_reserved_once
+from tests.reference.test_store_contract import OLDER_ROWS, assert_migrated_holdings, assert_reserved_once
 
 __all__ = ["fresh_postgres_url", "postgres_url"]  # the fixtures, imported for pytest to find
 
@@ -227,10 +227,30 @@ def test_a_version_1_schema_gains_call_counters_and_counts_its_audit_chains(fres
                      "FROM generate_series(1, 30) AS n")
     store = PostgresStore(fresh_postgres_url, background=False)
     try:
-        assert store.schema_version == len(MIGRATIONS) == 2
+        assert store.schema_version == len(MIGRATIONS)
         with store.snapshot() as reader:
             assert (reader.audit_count("main"), reader.audit_count("refused")) == (10, 20)
         assert store.count_call("t", "a", 1, (1, 0)) and not store.count_call("t", "b", 1, (1, 0))
+    finally:
+        store.close()
+
+
+def test_a_version_2_schema_gains_holdings_counters_equal_to_its_rows(fresh_postgres_url: str) -> None:
+    with psycopg.connect(fresh_postgres_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE schema_versions (version integer PRIMARY KEY, applied_at timestamptz NOT NULL "
+                     "DEFAULT now())")
+        for number, script in enumerate(MIGRATIONS[:2], start=1):
+            conn.execute(script)
+            conn.execute("INSERT INTO schema_versions (version) VALUES (%s)", (number,))
+        for sql in OLDER_ROWS:
+            conn.execute(sql)
+    store = PostgresStore(fresh_postgres_url, background=False)
+    try:
+        assert store.schema_version == len(MIGRATIONS)
+        assert_migrated_holdings(store)
+        store.transaction(lambda tx: tx.close_candidate(Scope("t1", "w1"), "c1", "rejected"))  # and kept after
+        with store.snapshot() as reader:
+            assert reader.holdings("t1") == reader.recount_holdings("t1") == Holdings(1, 205)
     finally:
         store.close()
 

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from mcp.shared.exceptions import MCPError
 
+from engram_mcp.reference._ports import Holdings, Scope
 from engram_mcp.reference._sqlite import sqlite3
 from engram_mcp.reference._store import MIGRATIONS, Store
 from tests.reference.conftest import (
@@ -40,6 +41,7 @@ from tests.reference.conftest import (
     store_files,
     withdraw_args,
 )
+from tests.reference.test_store_contract import OLDER_ROWS, assert_migrated_holdings
 
 pytestmark = pytest.mark.anyio
 
@@ -130,6 +132,24 @@ def test_reopening_does_not_migrate_again(tmp_path: Path) -> None:
         store.close()
 
 
+def test_an_older_store_gains_holdings_counters_equal_to_its_rows(tmp_path: Path) -> None:
+    path = tmp_path / "older.sqlite3"
+    with sqlite3.connect(path) as db:
+        for number, script in enumerate(MIGRATIONS[:-1], start=1):
+            db.executescript(f"{script}\nPRAGMA user_version = {number};")
+        for sql in OLDER_ROWS:
+            db.execute(sql)
+    store = Store(path)
+    try:
+        assert store.schema_version == len(MIGRATIONS)
+        assert_migrated_holdings(store)
+        store.transaction(lambda tx: tx.close_candidate(Scope("t1", "w1"), "c1", "rejected"))  # and kept after
+        with store.snapshot() as reader:
+            assert reader.holdings("t1") == reader.recount_holdings("t1") == Holdings(1, 205)
+    finally:
+        store.close()
+
+
 def test_a_store_from_a_newer_server_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "newer.sqlite3"
     Store(path).close()
@@ -206,9 +226,11 @@ async def test_verify_passes_a_healthy_store_and_fails_a_tampered_journal(
         event = json.loads(db.execute("SELECT event FROM journal WHERE cursor = 1").fetchone()[0])
         event["to_state"] = "accepted_current"
         db.execute("UPDATE journal SET event = ? WHERE cursor = 1", (json.dumps(event, sort_keys=True),))
+        db.execute("UPDATE holdings SET pending = pending + 1 WHERE holder = 'principal'")
     tampered = verify(ref)
     assert tampered.returncode == 1
     assert "FAIL journal event 1 does not match its hash" in tampered.stdout
+    assert "FAIL the quota holdings counters differ from the stored candidates" in tampered.stdout
 
 
 async def test_verify_fails_a_tampered_audit_entry(tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -9,6 +9,7 @@ so a store that checked and wrote in separate steps would show two effects.
 from __future__ import annotations
 
 import os
+import random
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -27,7 +28,18 @@ from engram_mcp.reference._core import Engine, ScopePolicy
 from engram_mcp.reference._crypto import AesGcmCipher
 from engram_mcp.reference._journal import append_event, journal_problems
 from engram_mcp.reference._policy import AcceptAll
-from engram_mcp.reference._ports import MemoryStore, Reservation, Scope, StoreTransaction
+from engram_mcp.reference._ports import (
+    AdmissionDecision,
+    CandidateView,
+    Holdings,
+    MemoryStore,
+    NewCandidate,
+    Reservation,
+    Scope,
+    Sealed,
+    StoreTransaction,
+)
+from engram_mcp.reference._quotas import Expiry, ResourceLimits
 from engram_mcp.reference._sqlite import sqlite3
 from engram_mcp.reference._sqlite_tx import SqliteTransaction
 from engram_mcp.reference._store import SqliteStore
@@ -387,3 +399,194 @@ def test_a_mutation_commits_its_audit_row_or_neither(site: StoreSite) -> None:
         rows = list(reader.audit_rows())
         assert [(row.chain, row.entry["audit_id"]) for row in rows] == [(MAIN, "audit_1")]
     assert journal.verify() == []
+
+
+# -- quota holdings: counters the store keeps in step with every write -------------------------------------------
+
+
+class RejectsMarked:
+    """Accepts a capture unless its text says ``reject``, so a run sees both outcomes."""
+
+    policy_id = "test/rejects-marked"
+    policy_version = "1"
+
+    def decide(self, candidate: CandidateView) -> AdmissionDecision:
+        texts = " ".join(c["text"] for c in candidate.payload["components"])
+        return AdmissionDecision("reject" if "reject" in texts else "accept", self.policy_id, self.policy_version)
+
+
+HOLDERS = [("tenant-a", "workspace-1"), ("tenant-a", "workspace-2"), ("tenant-b", "workspace-1")]
+PRINCIPALS = ("agent-1", "agent-2")
+
+
+def assert_holdings_counted(store: MemoryStore) -> list[Holdings]:
+    """Every holder's counters equal their recount; the counters, tenants first."""
+    counted = []
+    with store.snapshot() as reader:
+        for tenant in sorted({tenant for tenant, _ in HOLDERS}):
+            for principal in (None, *PRINCIPALS):
+                held = reader.holdings(tenant, principal)
+                assert held == reader.recount_holdings(tenant, principal), (tenant, principal)
+                counted.append(held)
+    return counted
+
+
+class HoldingsRun:
+    """Engine operations picked at random (seeded) over two tenants, one with two workspaces, and two principals."""
+
+    def __init__(self, store: MemoryStore, seed: int) -> None:
+        policy = ScopePolicy(RejectsMarked(), False, timedelta(days=30), frozenset(), False, False,
+                             timedelta(seconds=300))
+        limits = ResourceLimits(expiry=Expiry(pending_candidate_seconds=1800))
+        self.engine = Engine(store, AesGcmCipher(os.urandom(32)), lambda scope: policy, os.urandom(32), limits=limits)
+        self.rng = random.Random(seed)
+        self.now = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)
+        self.pending: list[tuple[Binding, str]] = []
+        self.admitted: list[tuple[Binding, str]] = []
+        self.step = 0
+
+    def caller(self, scope: tuple[str, str] | None = None) -> Binding:
+        """A caller in ``scope`` (else a random one); any principal of a scope may decide on its candidates."""
+        tenant, workspace = scope or self.rng.choice(HOLDERS)
+        principal = self.rng.choice(PRINCIPALS)
+        return Binding(tenant, workspace, principal, principal, "s", "purpose:test", "host", "aud", 0, 0,
+                       token_id=f"tok-{self.step}", audit_id=f"audit_{self.step}")
+
+    def call(self, tool: str, who: Binding, arguments: dict[str, Any]) -> Any:
+        return self.engine.call(tool, who, {"idempotency_key": f"key-{self.step}", **arguments}, self.now)
+
+    def next(self) -> str:
+        """One operation; what it did."""
+        self.step += 1
+        self.now += timedelta(seconds=self.rng.choice((1, 5, 30, 120)))
+        roll = self.rng.random()
+        if roll < 0.4 or not (self.pending or self.admitted):
+            return self.capture()
+        if roll < 0.75 and self.pending:
+            return self.admit()
+        if roll < 0.83 and self.pending:
+            who, cid = self.pending.pop(self.rng.randrange(len(self.pending)))
+            outcome = self.call("engram_memory_withdraw", self.caller((who.tenant, who.workspace)),
+                                {"candidate_id": cid, "reason_ref": "reason:test"})
+            return "withdraw" if outcome.code is None else "expired"  # NOT_FOUND: the sweep shredded it first
+        if roll < 0.96 and self.admitted:
+            who, rid = self.admitted.pop(self.rng.randrange(len(self.admitted)))
+            outcome = self.call("engram_memory_forget", self.caller((who.tenant, who.workspace)),
+                                {"record_id": rid, "reason_ref": "reason:test"})
+            assert outcome.code is None, outcome
+            return "forget"
+        self.now += timedelta(seconds=1800)  # past the pending lifetime: the sweep shreds what is due
+        self.engine.expire_pending(self.now)
+        return "expired"
+
+    def capture(self) -> str:
+        who = self.caller()
+        words = " ".join(self.rng.choice(("alpha", "beta", "gamma", "delta")) for _ in range(self.rng.randint(1, 30)))
+        words += " reject" if self.rng.random() < 0.25 else ""
+        outcome = self.call("engram_memory_capture", who, {
+            "payload": {"purpose_ref": "purpose:test", "primary_component_id": "c1", "valid_time": {"t": 0},
+                        "components": [{"component_id": "c1", "kind": "decision", "text": words}],
+                        "citations": [{"source_ref": "doc:1"}]},
+            "evidence": {"kind": "observed"},
+        })
+        assert outcome.code is None, outcome
+        self.pending.append((who, outcome.value["candidate_id"]))
+        return "capture"
+
+    def admit(self) -> str:
+        who, cid = self.pending.pop(self.rng.randrange(len(self.pending)))
+        outcome = self.call("engram_memory_request_admission", self.caller((who.tenant, who.workspace)),
+                            {"candidate_id": cid})
+        if outcome.code is not None:
+            return "expired"  # NOT_FOUND: past its lifetime, so the sweep shreds it
+        if outcome.value["outcome"]["status"] == "accepted":
+            self.admitted.append((who, outcome.value["outcome"]["record_id"]))
+        return str(outcome.value["outcome"]["status"])
+
+
+def test_holdings_counters_follow_every_engine_operation(site: StoreSite) -> None:
+    """A seeded random run of captures, admissions (accepted and rejected), withdrawals, forgets and expiries:
+    after every step, the counters a capture reads equal the holdings summed afresh over candidates and records."""
+    store = site.open()
+    run = HoldingsRun(store, seed=12)
+    seen: dict[str, int] = {}
+    most = Holdings(0, 0)
+    for _ in range(160):
+        did = run.next()
+        seen[did] = seen.get(did, 0) + 1
+        counted = assert_holdings_counted(store)
+        most = Holdings(max(most.pending, *(h.pending for h in counted)), max(most.bytes, *(h.bytes for h in counted)))
+    assert {"capture", "accepted", "rejected", "withdraw", "forget", "expired"} <= set(seen), seen
+    assert most.pending > 1 and most.bytes > 0, most  # the counters did move
+
+
+def test_holdings_do_not_depend_on_the_order_admission_writes_in(site: StoreSite) -> None:
+    """Record first then candidate, or candidate first then record: the same counters, and forget takes the
+    bytes back either way."""
+    store = site.open()
+
+    def capture(tx: StoreTransaction, cid: str, rid: str, size: int) -> None:
+        tx.store_candidate(NewCandidate(cid, SCOPE, "agent-1", rid, "hmac-sha256:d", 1, Sealed(b"x" * size, b"k"), 0))
+
+    def record_first(tx: StoreTransaction) -> None:
+        tx.admit(SCOPE, "cand-1", record("mem_one", "first words"), 2)
+        tx.close_candidate(SCOPE, "cand-1", "accepted")
+
+    def candidate_first(tx: StoreTransaction) -> None:
+        tx.close_candidate(SCOPE, "cand-2", "accepted")
+        tx.admit(SCOPE, "cand-2", record("mem_two", "second words"), 3)
+
+    def both(tx: StoreTransaction) -> None:
+        capture(tx, "cand-1", "mem_one", 100)
+        capture(tx, "cand-2", "mem_two", 30)
+
+    store.transaction(both)
+    with store.snapshot() as reader:
+        assert reader.holdings("tenant-a") == reader.holdings("tenant-a", "agent-1") == Holdings(2, 130)
+    store.transaction(record_first)
+    store.transaction(candidate_first)
+    with store.snapshot() as reader:
+        assert reader.holdings("tenant-a") == reader.recount_holdings("tenant-a") == Holdings(0, 130)
+        assert reader.holdings("tenant-a", "agent-2") == reader.holdings("tenant-b") == Holdings(0, 0)
+    store.transaction(lambda tx: tx.forget(SCOPE, "mem_one", "hmac-sha256:gone"))
+    with store.snapshot() as reader:
+        held = reader.holdings("tenant-a", "agent-1")
+        assert held == reader.recount_holdings("tenant-a", "agent-1") == Holdings(0, 30)
+        assert not reader.holdings_drift()
+
+    def tamper(tx: StoreTransaction) -> None:  # a counter no trigger wrote: what verify reports
+        raw = tx.sql if isinstance(tx, SqliteTransaction) else tx.conn  # type: ignore[attr-defined]
+        raw.execute("UPDATE holdings SET bytes = bytes + 1 WHERE holder = 'tenant'")
+
+    store.transaction(tamper)
+    with store.snapshot() as reader:
+        assert reader.holdings_drift()
+
+
+# Rows an older schema (one without the counters) may hold, in every state a candidate and its record can be in,
+# and the holdings its migration must count; the SQL runs on both stores.
+OLDER_ROWS = (
+    "INSERT INTO candidates (candidate_id, tenant, workspace, principal, state, record_id, payload_digest, "
+    "created_cursor, created_ms, body_bytes) VALUES "
+    "('c1', 't1', 'w1', 'p1', 'pending', 'r1', 'd', 1, 0, 100), "
+    "('c2', 't1', 'w1', 'p1', 'accepted', 'r2', 'd', 2, 0, 200), "
+    "('c3', 't1', 'w2', 'p2', 'accepted', 'r3', 'd', 3, 0, 50), "
+    "('c4', 't1', 'w2', 'p2', 'rejected', 'r4', 'd', 4, 0, 70), "
+    "('c5', 't1', 'w2', 'p2', 'withdrawn', 'r5', 'd', 5, 0, 10), "
+    "('c6', 't1', 'w2', 'p2', 'pending', 'r6', 'd', 6, 0, 5), "
+    "('c7', 't2', 'w1', 'p1', 'accepted', 'r7', 'd', 7, 0, 300), "
+    "('c8', 't2', 'w1', 'p1', 'pending', 'r8', 'd', 8, 0, 1)",
+    "INSERT INTO records (tenant, workspace, record_id, candidate_id, state, payload_digest, valid_from, "
+    "recorded_cursor) VALUES ('t1', 'w1', 'r2', 'c2', 'accepted_current', 'd', 0, 2), "
+    "('t1', 'w2', 'r3', 'c3', 'tombstoned', 'd', 0, 3), ('t2', 'w1', 'r7', 'c7', 'accepted_current', 'd', 0, 7)",
+)
+OLDER_HOLDINGS = {
+    ("t1", None): Holdings(2, 305), ("t1", "p1"): Holdings(1, 300), ("t1", "p2"): Holdings(1, 5),
+    ("t2", None): Holdings(1, 301), ("t2", "p1"): Holdings(1, 301), ("t2", "p2"): Holdings(0, 0),
+}
+
+
+def assert_migrated_holdings(store: MemoryStore) -> None:
+    with store.snapshot() as reader:
+        for (tenant, principal), held in OLDER_HOLDINGS.items():
+            assert reader.holdings(tenant, principal) == reader.recount_holdings(tenant, principal) == held
