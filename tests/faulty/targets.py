@@ -1432,12 +1432,14 @@ class _ReadWatch:
         return item
 
 
-@variant("cancelled-call-answered-outcome-unknown", breaks=["EMC-HOST-016", "EMC-HP-056"],
-         caught_by=["host.cancel-before-commit"], era="legacy")
-def cancelled_call_answered_outcome_unknown(server: FaultyServer) -> None:
-    """A cancelled call is stopped, but answered MUTATION_OUTCOME_UNKNOWN, as if the cancellation left it in doubt."""
+CancelAnswer = Callable[[Any, str, str], Any]  # (request id, tool, audit id) -> the JSON-RPC message to send
+
+
+def answer_cancelled_calls(server: ReferenceServer, answer: CancelAnswer) -> None:
+    """Answer each cancelled tools/call with ``answer``, beside the reference's own handling of the cancellation
+    (which stops the call and, as the SDK does, sends nothing). The benign catalog uses it too."""
     run = server.server.run
-    audit_ids: dict[str, str] = {}
+    calls: dict[str, tuple[str, str]] = {}
 
     async def answering(read: Any, write: Any, *args: Any, **kwargs: Any) -> Any:
         async def seen(item: Any) -> None:
@@ -1447,17 +1449,29 @@ def cancelled_call_answered_outcome_unknown(server: FaultyServer) -> None:
                 token = str((params.get("_meta") or {}).get(HOST_BINDING_META_KEY))
                 with contextlib.suppress(Exception):
                     claims = jwt.decode(token, options={"verify_signature": False})
-                    audit_ids[str(message.id)] = claims["audit_id"]
-            elif method == "notifications/cancelled" and str(params.get("requestId")) in audit_ids:
-                audit_id = audit_ids.pop(str(params.get("requestId")))
-                answer = tool_result(make_envelope(Outcome(code="MUTATION_OUTCOME_UNKNOWN"), audit_id))
-                await write.send(SessionMessage(types.JSONRPCResponse(
-                    jsonrpc="2.0", id=params["requestId"],
-                    result=answer.model_dump(by_alias=True, exclude_none=True, mode="json"))))
+                    calls[str(message.id)] = (str(params.get("name")), claims["audit_id"])
+            elif method == "notifications/cancelled" and str(params.get("requestId")) in calls:
+                tool, audit_id = calls.pop(str(params.get("requestId")))
+                await write.send(SessionMessage(answer(params["requestId"], tool, audit_id)))
 
         return await run(_ReadWatch(read, seen), write, *args, **kwargs)
 
     server.server.run = answering  # type: ignore[method-assign,assignment]
+
+
+def envelope_answer(request_id: Any, code: str, audit_id: str) -> types.JSONRPCResponse:
+    """A JSON-RPC response carrying the envelope of a refusal with ``code``."""
+    result = tool_result(make_envelope(Outcome(code=code), audit_id))
+    return types.JSONRPCResponse(jsonrpc="2.0", id=request_id,
+                                 result=result.model_dump(by_alias=True, exclude_none=True, mode="json"))
+
+
+@variant("cancelled-call-answered-outcome-unknown", breaks=["EMC-HOST-016", "EMC-HP-056"],
+         caught_by=["host.cancel-before-commit"], era="legacy")
+def cancelled_call_answered_outcome_unknown(server: FaultyServer) -> None:
+    """A cancelled call is stopped, but answered MUTATION_OUTCOME_UNKNOWN, as if the cancellation left it in doubt."""
+    answer_cancelled_calls(
+        server, lambda request_id, tool, audit_id: envelope_answer(request_id, "MUTATION_OUTCOME_UNKNOWN", audit_id))
 
 
 @variant("deadline-skipped-on-confirmed-retry", breaks=["EMC-HOST-015", "EMC-HP-055"],
