@@ -25,6 +25,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
 from pydantic import TypeAdapter
 
 from engram_mcp.conformance._host import Answer, Confirmer
@@ -53,6 +54,81 @@ def leaf_exceptions(exc: BaseException) -> list[BaseException]:
 
 def _first(leaves: list[BaseException], kind: type[BaseException] | tuple[type[BaseException], ...]) -> Any:
     return next((leaf for leaf in leaves if isinstance(leaf, kind)), None)
+
+
+class _Tap:
+    """What crossed the wire by request id, below the SDK session: the id of each tools/call sent, and every
+    answer received. The session forgets a request once its caller gives up on it, so a late answer to a
+    cancelled call is seen here and nowhere else."""
+
+    KEEP = 64
+
+    def __init__(self) -> None:
+        self.last_call_id: Any = None
+        self.answers: dict[str, Any] = {}  # the latest KEEP answers, by id
+
+    def sent(self, item: Any) -> None:
+        message = getattr(item, "message", None)
+        if isinstance(message, types.JSONRPCRequest) and message.method == "tools/call":
+            self.last_call_id = message.id
+
+    def received(self, item: Any) -> None:
+        message = getattr(item, "message", None)
+        if isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and message.id is not None:
+            self.answers[str(message.id)] = message
+            if len(self.answers) > self.KEEP:
+                del self.answers[next(iter(self.answers))]
+
+
+class _TappedRead:
+    """The session's read stream, with each message shown to the tap first."""
+
+    def __init__(self, inner: Any, tap: _Tap) -> None:
+        self._inner, self._tap = inner, tap
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def __aenter__(self) -> _TappedRead:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        return await self._inner.__aexit__(*exc)
+
+    def __aiter__(self) -> _TappedRead:
+        return self
+
+    async def __anext__(self) -> Any:
+        item = await self._inner.__anext__()
+        self._tap.received(item)
+        return item
+
+    async def receive(self) -> Any:
+        item = await self._inner.receive()
+        self._tap.received(item)
+        return item
+
+
+class _TappedWrite:
+    """The session's write stream, with each message shown to the tap first."""
+
+    def __init__(self, inner: Any, tap: _Tap) -> None:
+        self._inner, self._tap = inner, tap
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def __aenter__(self) -> _TappedWrite:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        return await self._inner.__aexit__(*exc)
+
+    async def send(self, item: SessionMessage) -> None:
+        self._tap.sent(item)
+        await self._inner.send(item)
 
 
 @dataclass(frozen=True)
@@ -137,6 +213,7 @@ class Connection:
         self.confirm_by_reference: Callable[[str, Any, dict[str, Any], Answer], dict[str, Any]] | None = None
         self.http_status: int | None = None  # the last HTTP error status, which the SDK turns into a JSON-RPC error
         self.lost = False  # the target closed the connection after the opening exchange
+        self.tap = _Tap()  # request ids and answers as they crossed the wire (cancellation checks)
         # Lives as long as the connection: the target writes to it until close().
         self.stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")  # noqa: SIM115
         self._portal_cm: Any = None
@@ -177,6 +254,7 @@ class Connection:
                 read, write = await stack.enter_async_context(
                     streamable_http_client(self.target.url, http_client=client)
                 )
+            read, write = _TappedRead(read, self.tap), _TappedWrite(write, self.tap)
             session = await stack.enter_async_context(
                 ClientSession(read, write, read_timeout_seconds=self.timeout, elicitation_callback=callback,
                               message_handler=self._on_message)
@@ -329,6 +407,14 @@ class Connection:
             # The SDK's own stand-in for a transport that ended (a target may use -32000 for errors of its own).
             self.lost = True
         return reply
+
+    def answer_to(self, request_id: Any, within: float) -> dict[str, Any] | None:
+        """The answer the target sent to request ``request_id``, waiting up to ``within`` seconds; None if none came
+        (the SDK session drops a late answer to a request its caller gave up on: only the tap sees it)."""
+        ends = time.monotonic() + within
+        while (answer := self.tap.answers.get(str(request_id))) is None and time.monotonic() < ends:
+            time.sleep(0.05)
+        return None if answer is None else answer.model_dump(by_alias=True, exclude_none=True)
 
     @property
     def stalled(self) -> bool:

@@ -1,5 +1,5 @@
 """Host-owned context the binding carries besides the scope: the auditId, the deadline, cancellation,
-the keys' trusted tenants and issuers, and capture authority (host profile §1.7 to §1.9).
+the keys' trusted tenants and issuers, and capture authority (host profile §1.3 and §1.7).
 
 Deadlines in the past or future are set well beyond ``binding.clock_skew``, so a
 correct server on a slightly different clock passes. The two waits a server
@@ -32,8 +32,6 @@ ADMIT, WITHDRAW, FORGET = "engram_memory_request_admission", "engram_memory_with
 PAST = 12 * SKEW  # seconds: a deadline this far behind has passed on any clock within the skew
 FUTURE = 60 * SKEW
 NEAR = 1.0  # seconds ahead: a deadline that passes while the server waits for a confirmation
-MODERN_NEVER_WAITS = ("in 2026-07-28 a server never waits for the host within a call: a confirmation is a new call "
-                      "with its own binding, judged on arrival (host.deadline-passed)")
 
 
 def _audit_id() -> str:
@@ -180,15 +178,15 @@ def _require_a_wait(world: World) -> None:
     host reference alone commits at once, so it holds no window for a late deadline or a cancellation."""
     if "server-initiated" not in world.profile.confirmation_modes:
         not_applicable("the profile declares only the host-reference confirmation mode: the server never waits for "
-                       "the host within a call")
+                       "the host within a call, and a call confirmed by reference is verified and committed at once, "
+                       "so nothing holds it in flight for a late deadline or a cancellation to reach")
 
 
 @check("host.deadline-during-confirmation", "EMC-HOST-015", "EMC-HP-055")
 def test_a_deadline_that_passes_during_the_confirmation_stops_the_mutation(world: World) -> None:
-    """The deadline is judged again once the human answers: one that passed meanwhile is DEADLINE_EXCEEDED, nothing
-    is committed, and a retry with the same key is a first execution."""
-    if world.era == "modern":
-        not_applicable(MODERN_NEVER_WAITS)
+    """A deadline that passes while the human decides stops the mutation: DEADLINE_EXCEEDED, nothing is committed,
+    and a retry with the same key is a first execution. In the legacy era the server judges it again once the
+    answer comes; in 2026-07-28 the answer comes on a retry whose own binding carries the passed deadline."""
     _require_a_wait(world)
     scope = world.primary
     principal = world.principal(scope, {CAPTURE, WITHDRAW})
@@ -200,33 +198,114 @@ def test_a_deadline_that_passes_during_the_confirmation_stops_the_mutation(world
                     f"answer after a deadline {NEAR:g} s ahead: a TTL of {NEAR + 2.5:g} s or more unlocks this check")
     arguments = _target(world, WITHDRAW, scope)
     asked = world.conn.elicitations
-    world.conn.answer_delay = delay
-    try:
-        late = world.call(WITHDRAW, arguments, scope=scope, principal=principal, deadline=time.time() + NEAR)
-    finally:
-        world.conn.answer_delay = 0.0
+    if world.era == "modern":
+        late = _answered_after_the_deadline(world, scope, principal, arguments, delay)
+    else:
+        world.conn.answer_delay = delay
+        try:
+            late = world.call(WITHDRAW, arguments, scope=scope, principal=principal, deadline=time.time() + NEAR)
+        finally:
+            world.conn.answer_delay = 0.0
     world.evidence.add("answered_after_seconds", delay)
     world.evidence.add("server_clock_lag_tolerated_seconds", round(delay - NEAR, 3))
     world.evidence.add("near_deadline", _seen(late))
     assert late.kind == "result" and late.code == "DEADLINE_EXCEEDED", (
         f"a deadline that passed before the approval answered {_seen(late)}"
-        + ("" if world.conn.elicitations > asked else " (without asking for a confirmation)"))
+        + ("" if world.era == "modern" or world.conn.elicitations > asked else
+           " (without asking for a confirmation)"))
     retry = world.call(WITHDRAW, arguments, scope=scope, principal=principal, deadline=time.time() + FUTURE)
     world.evidence.add("retry", _seen(retry))
     require(retry.value is not None, f"the retry before a new deadline did not succeed: {_seen(retry)}")
     assert _fresh_run(retry, WITHDRAW), "the withdraw committed after its deadline: its retry was a replay"
 
 
+def _answered_after_the_deadline(world: World, scope: ScopeProfile, principal: str, arguments: dict[str, Any],
+                                 delay: float) -> Reply:
+    """2026-07-28: the call under a deadline NEAR s ahead asks for a confirmation; the approval goes out ``delay`` s
+    later on the retry, whose own binding carries the same deadline, now passed."""
+    deadline = time.time() + NEAR
+    asked = world.conn.call(WITHDRAW, arguments, world.host.meta(scope, principal, deadline=deadline))
+    world.evidence.add("asked", _seen(asked))
+    require(asked.kind == "input_required", f"the withdraw did not ask for a confirmation: {_seen(asked)}")
+    time.sleep(delay)
+    return world.conn.call(WITHDRAW, arguments, world.host.meta(scope, principal, deadline=deadline),
+                           input_responses=world.confirmer.input_responses("accept"),
+                           request_state=(asked.result or {}).get("requestState"))
+
+
+COMMIT_AHEAD = SKEW + 2.0  # seconds: room to commit on a server whose clock runs up to the skew ahead
+
+
+@check("host.deadline-after-commit", "EMC-HOST-015", "EMC-HP-055")
+def test_a_commit_whose_deadline_then_passes_is_reported_and_replayed(world: World) -> None:
+    """A capture that commits before its deadline reports its outcome; once that deadline has passed, a retry with
+    the same key (its own binding, with a new deadline) is the replay of that capture: not DEADLINE_EXCEEDED and not
+    a second capture."""
+    scope = world.primary
+    principal = world.principal(scope, {CAPTURE})
+    world._require_offered(CAPTURE, scope, principal)
+    arguments = capture_arguments(world.profile.purpose_ref)
+    deadline = time.time() + COMMIT_AHEAD
+    first = world.call(CAPTURE, arguments, scope=scope, principal=principal, deadline=deadline)
+    world.evidence.add("before_the_deadline", _seen(first))
+    assert first.value is not None and first.value.get("status") == "committed_pending", (
+        f"a capture under a deadline {COMMIT_AHEAD:g} s ahead answered {_seen(first)}")
+    time.sleep(max(0.0, deadline + SKEW + 0.5 - time.time()))  # passed on any clock within the skew
+    retry = world.call(CAPTURE, arguments, scope=scope, principal=principal, deadline=time.time() + FUTURE)
+    world.evidence.add("retry_after_the_deadline", _seen(retry))
+    assert retry.code != "DEADLINE_EXCEEDED", (
+        "the retry after the first deadline was refused for that deadline: the committed outcome can no longer be "
+        "learnt")
+    assert retry.value is not None, f"the retry after the deadline answered {_seen(retry)}"
+    assert retry.value.get("status") == "duplicate_exact", (
+        f"the retry after the deadline was not the replay of the committed capture: {_seen(retry)}")
+    assert retry.value.get("candidate_id") == first.value.get("candidate_id"), (
+        "the retry after the deadline named another candidate than the committed capture")
+
+
 # -- cancellation ----------------------------------------------------------------------------------
+
+
+REQUEST_CANCELLED = -32800  # JSON-RPC error a transport that must end a cancelled request may send (EMC-HP-056)
+NO_CANCEL_WINDOW = (
+    "in 2026-07-28 notifications/cancelled still cancels an in-flight call over stdio (over HTTP, closing the "
+    "response stream does), but the server never waits for the host within a call: a confirmation is a new call, "
+    "judged and committed at once. No moment exists at which the harness knows a gated call is past its "
+    "confirmation and not yet committed; a cancellation sent at once races the call, and every outcome of that race "
+    "is allowed (EMC-HP-056), so no check of it could fail on a real breach")
+
+
+def _answer_seen(answer: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What the cancelled request got back, as evidence: the error, or the envelope's outcome."""
+    if answer is None:
+        return None
+    if "error" in answer:
+        return {"error": answer["error"]}
+    envelope = (answer.get("result") or {}).get("structuredContent")
+    envelope = envelope if isinstance(envelope, dict) else {}
+    return {"ok": envelope.get("ok"), "code": (envelope.get("error") or {}).get("code"),
+            "value": (envelope.get("output") or {}).get("value")}
+
+
+def _allowed_cancel_answer(answer: dict[str, Any] | None) -> bool:
+    """EMC-HP-056: no answer, the JSON-RPC error -32800, or a CANCELLED envelope; never an outcome."""
+    if answer is None:
+        return True
+    if "error" in answer:
+        return (answer["error"] or {}).get("code") == REQUEST_CANCELLED
+    envelope = (answer.get("result") or {}).get("structuredContent")
+    return (isinstance(envelope, dict) and envelope.get("ok") is False
+            and (envelope.get("error") or {}).get("code") == "CANCELLED")
 
 
 @check("host.cancel-before-commit", "EMC-HOST-016", "EMC-HP-056")
 @pytest.mark.parametrize("tool", [WITHDRAW, FORGET], ids=lambda t: t.removeprefix("engram_memory_"))
 def test_a_call_cancelled_before_it_commits_changes_nothing(world: World, tool: str) -> None:
-    """notifications/cancelled while the server waits for the confirmation: a late approval is ignored, nothing is
-    committed, and a retry with the same key is a first execution."""
+    """notifications/cancelled while the server waits for the confirmation: the cancelled request gets no answer,
+    -32800 or a CANCELLED envelope; the approval, answered after the cancellation, is no usable confirmation (it
+    commits nothing); and a retry with the same key is a first execution."""
     if world.era == "modern":
-        not_applicable(MODERN_NEVER_WAITS + "; a gated call holds no in-flight window a host can cancel reliably")
+        not_applicable(NO_CANCEL_WINDOW)
     _require_a_wait(world)
     scope = world.primary
     principal = world.principal(scope, {tool})
@@ -239,13 +318,21 @@ def test_a_call_cancelled_before_it_commits_changes_nothing(world: World, tool: 
         cancelled = world.call(tool, arguments, scope=scope, principal=principal, answer="accept")
     finally:
         world.conn.cancel_on_elicit, world.conn.answer_delay = False, 0.0
+    call_id = world.conn.tap.last_call_id
     world.evidence.add("cancelled", _seen(cancelled))
     require(world.conn.elicitations > asked, f"the server never asked for a confirmation ({_seen(cancelled)})")
     time.sleep(late_answer + 1.0)  # the late approval has reached the server before the retry goes out
+    answer = world.conn.answer_to(call_id, within=0.5)
+    world.evidence.add("cancelled_request_answer", _answer_seen(answer))
+    assert _allowed_cancel_answer(answer), (
+        f"the cancelled request was answered {_answer_seen(answer)}: EMC-HP-056 allows no answer, -32800 or a "
+        "CANCELLED envelope")
     retry = world.call(tool, arguments, scope=scope, principal=principal, answer="accept")
     world.evidence.add("retry", _seen(retry))
     require(retry.value is not None, f"the retry after the cancellation did not succeed: {_seen(retry)}")
-    assert _fresh_run(retry, tool), f"the cancelled {tool} committed anyway: its retry was a replay"
+    assert _fresh_run(retry, tool), (
+        f"the cancelled {tool} committed anyway (the approval answered after the cancellation ran it): its retry "
+        "was a replay")
 
 
 # -- trusted tenants and issuers, capture authority ------------------------------------------------

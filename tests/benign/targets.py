@@ -598,6 +598,20 @@ def opaque_candidate_ids(server: VariantServer) -> None:
         "output_schema": _opaque_candidate_schema(tool.output_schema) if tool.output_schema is not None else None}))
 
 
+@variant("cancelled-call-answered", freedom="a cancelled request may get no answer, the JSON-RPC error -32800 or a "
+         "CANCELLED envelope (EMC-HP-056)")
+def cancelled_call_answered(server: VariantServer) -> None:
+    """A cancelled call is stopped and its request still ended: withdraw with -32800, the rest with CANCELLED."""
+
+    def answer(request_id: Any, tool: str, audit_id: str) -> Any:
+        if tool == "engram_memory_withdraw":
+            return types.JSONRPCError(jsonrpc="2.0", id=request_id,
+                                      error=types.ErrorData(code=-32800, message="Request cancelled"))
+        return _faulty().envelope_answer(request_id, "CANCELLED", audit_id)
+
+    _faulty().answer_cancelled_calls(server, answer)
+
+
 # -- running the harness against a variant --------------------------------------------------------------------------
 
 

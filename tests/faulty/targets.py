@@ -51,6 +51,7 @@ import mcp_types as types
 import uvicorn
 from mcp.server import ServerRequestContext
 from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from engram_mcp.contract import binding as binding_module
@@ -73,6 +74,7 @@ from engram_mcp.reference import _serve as reference_serve
 from engram_mcp.reference import _server as reference_server
 from engram_mcp.reference._config import load_config
 from engram_mcp.reference._envelope import Outcome, Refusal, tool_result
+from engram_mcp.reference._envelope import envelope as make_envelope
 from engram_mcp.reference._http_deadlines import deadline_protocol
 from engram_mcp.reference._journal import as_replay, intent, scope_of
 from engram_mcp.reference._policy import AcceptAll, SecretScan
@@ -1607,6 +1609,120 @@ def foreign_issuer_accepted(server: FaultyServer) -> None:
 def capture_without_authority(server: FaultyServer) -> None:
     """A principal granted capture may capture in every scope, whatever authority the scope denies it."""
     object.__setattr__(server.config, "may_capture", lambda scope, principal: True)
+
+
+class _ReadWatch:
+    """A server's read stream that shows each message to ``seen`` before the server gets it."""
+
+    def __init__(self, inner: Any, seen: Callable[[Any], Any]) -> None:
+        self._inner, self._seen = inner, seen
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def __aenter__(self) -> _ReadWatch:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        return await self._inner.__aexit__(*exc)
+
+    def __aiter__(self) -> _ReadWatch:
+        return self
+
+    async def __anext__(self) -> Any:
+        item = await self._inner.__anext__()
+        await self._seen(item)
+        return item
+
+    async def receive(self) -> Any:
+        item = await self._inner.receive()
+        await self._seen(item)
+        return item
+
+
+CancelAnswer = Callable[[Any, str, str], Any]  # (request id, tool, audit id) -> the JSON-RPC message to send
+
+
+def answer_cancelled_calls(server: ReferenceServer, answer: CancelAnswer) -> None:
+    """Answer each cancelled tools/call with ``answer``, beside the reference's own handling of the cancellation
+    (which stops the call and, as the SDK does, sends nothing). The benign catalog uses it too."""
+    run = server.server.run
+    calls: dict[str, tuple[str, str]] = {}
+
+    async def answering(read: Any, write: Any, *args: Any, **kwargs: Any) -> Any:
+        async def seen(item: Any) -> None:
+            message = getattr(item, "message", None)
+            method, params = getattr(message, "method", None), getattr(message, "params", None) or {}
+            if method == "tools/call":
+                token = str((params.get("_meta") or {}).get(HOST_BINDING_META_KEY))
+                with contextlib.suppress(Exception):
+                    claims = jwt.decode(token, options={"verify_signature": False})
+                    calls[str(message.id)] = (str(params.get("name")), claims["audit_id"])
+            elif method == "notifications/cancelled" and str(params.get("requestId")) in calls:
+                tool, audit_id = calls.pop(str(params.get("requestId")))
+                await write.send(SessionMessage(answer(params["requestId"], tool, audit_id)))
+
+        return await run(_ReadWatch(read, seen), write, *args, **kwargs)
+
+    server.server.run = answering  # type: ignore[method-assign,assignment]
+
+
+def envelope_answer(request_id: Any, code: str, audit_id: str) -> types.JSONRPCResponse:
+    """A JSON-RPC response carrying the envelope of a refusal with ``code``."""
+    result = tool_result(make_envelope(Outcome(code=code), audit_id))
+    return types.JSONRPCResponse(jsonrpc="2.0", id=request_id,
+                                 result=result.model_dump(by_alias=True, exclude_none=True, mode="json"))
+
+
+@variant("cancelled-call-answered-outcome-unknown", breaks=["EMC-HOST-016", "EMC-HP-056"],
+         caught_by=["host.cancel-before-commit"], era="legacy")
+def cancelled_call_answered_outcome_unknown(server: FaultyServer) -> None:
+    """A cancelled call is stopped, but answered MUTATION_OUTCOME_UNKNOWN, as if the cancellation left it in doubt."""
+    answer_cancelled_calls(
+        server, lambda request_id, tool, audit_id: envelope_answer(request_id, "MUTATION_OUTCOME_UNKNOWN", audit_id))
+
+
+@variant("deadline-skipped-on-confirmed-retry", breaks=["EMC-HOST-015", "EMC-HP-055"],
+         caught_by=["host.deadline-during-confirmation"], era="modern")
+def deadline_skipped_on_confirmed_retry(server: FaultyServer) -> None:
+    """A 2026-07-28 retry that carries the answer to a confirmation is run whatever its binding's deadline says."""
+    binding = server._binding
+
+    def undated(ctx: ServerRequestContext) -> Any:
+        bound = binding(ctx)
+        if bound is not None and (ctx.params or {}).get("requestState") is not None:
+            return dataclasses.replace(bound, deadline=None)
+        return bound
+
+    server._binding = undated  # type: ignore[method-assign]
+
+
+@variant("replay-refused-after-first-deadline", breaks=["EMC-HOST-015", "EMC-HP-055"],
+         caught_by=["host.deadline-after-commit"], era="modern")
+def replay_refused_after_first_deadline(server: FaultyServer) -> None:
+    """The first call's deadline is kept with the idempotency key, and a replay after it is DEADLINE_EXCEEDED."""
+    engine = server.engine
+    call, replay = engine.call, engine.replay
+    deadlines: dict[tuple[str, str], float] = {}
+
+    def keyed(tool: str, arguments: Any) -> tuple[str, str]:
+        return tool, str((arguments or {}).get("idempotency_key"))
+
+    def remembering(tool: str, caller: Binding, arguments: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        outcome = call(tool, caller, arguments, *args, **kwargs)
+        if outcome.ok and caller.deadline is not None:
+            deadlines.setdefault(keyed(tool, arguments), caller.deadline)
+        return outcome
+
+    def judged(tool: str, caller: Binding, arguments: dict[str, Any]) -> Any:
+        outcome = replay(tool, caller, arguments)
+        first = deadlines.get(keyed(tool, arguments))
+        if outcome is not None and first is not None and time.time() > first:
+            return Outcome(code="DEADLINE_EXCEEDED")
+        return outcome
+
+    engine.call, engine.replay = remembering, judged  # type: ignore[method-assign]
 
 
 # -- running the harness against a variant -----------------------------------------------------------------------------
