@@ -18,7 +18,9 @@ import pytest
 
 from engram_mcp.conformance._checks import check, not_applicable, require
 from engram_mcp.conformance._connect import Reply
+from engram_mcp.conformance._head_start import head_start
 from engram_mcp.conformance._profile import ScopeProfile
+from engram_mcp.conformance._run import Run
 from engram_mcp.conformance._world import World, capture_arguments, fresh_key, unknown_record
 from engram_mcp.contract import load
 
@@ -236,17 +238,28 @@ def _answered_after_the_deadline(world: World, scope: ScopeProfile, principal: s
 COMMIT_AHEAD = SKEW + 2.0  # seconds: room to commit on a server whose clock runs up to the skew ahead
 
 
-@check("host.deadline-after-commit", "EMC-HOST-015", "EMC-HP-055")
-def test_a_commit_whose_deadline_then_passes_is_reported_and_replayed(world: World) -> None:
-    """A capture that commits before its deadline reports its outcome; once that deadline has passed, a retry with
-    the same key (its own binding, with a new deadline) is the replay of that capture: not DEADLINE_EXCEEDED and not
-    a second capture."""
+DEADLINE_AFTER_COMMIT = "host.deadline-after-commit"
+
+
+@head_start(DEADLINE_AFTER_COMMIT)
+def capture_under_a_near_deadline(world: World) -> tuple[float, dict[str, Any], Reply, ScopeProfile, str]:
+    """The capture whose deadline lies COMMIT_AHEAD ahead, sent as the era begins so that the wait for its deadline
+    overlaps other checks: (its deadline, its arguments, its reply, the scope and the principal)."""
     scope = world.primary
     principal = world.principal(scope, {CAPTURE})
     world._require_offered(CAPTURE, scope, principal)
     arguments = capture_arguments(world.profile.purpose_ref)
     deadline = time.time() + COMMIT_AHEAD
     first = world.call(CAPTURE, arguments, scope=scope, principal=principal, deadline=deadline)
+    return deadline, arguments, first, scope, principal
+
+
+@check(DEADLINE_AFTER_COMMIT, "EMC-HOST-015", "EMC-HP-055")
+def test_a_commit_whose_deadline_then_passes_is_reported_and_replayed(harness: Run, world: World) -> None:
+    """A capture that commits before its deadline reports its outcome; once that deadline has passed, a retry with
+    the same key (its own binding, with a new deadline) is the replay of that capture: not DEADLINE_EXCEEDED and not
+    a second capture."""
+    deadline, arguments, first, scope, principal = harness.head_starts.take(DEADLINE_AFTER_COMMIT, world)
     world.evidence.add("before_the_deadline", _seen(first))
     assert first.value is not None and first.value.get("status") == "committed_pending", (
         f"a capture under a deadline {COMMIT_AHEAD:g} s ahead answered {_seen(first)}")
