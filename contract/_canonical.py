@@ -48,20 +48,27 @@ def canonical_bytes(value: Any, *, normalize: bool = True) -> bytes:
 
 
 _SAFE_INTEGER = 2**53 - 1  # RFC 8785 has no form for integers beyond it
+# Where Python's repr of a float and ECMAScript's Number-to-string agree: both write the shortest digits that
+# round-trip, in fixed notation for magnitudes from 1e-4 (Python's lower edge; ES6's is 1e-6) up to 1e16 (Python's
+# upper edge; ES6's is 1e21), except that Python writes an integral float with ".0".
+_FIXED_FLOATS = (1e-4, 1e16)
 
 
 def _plain(value: Any) -> bool:
     """Whether compact, key-sorted ``json.dumps`` output is already the RFC 8785 form of ``value``.
 
-    It is for strings, booleans, null and safe integers in arrays and objects: the two escape
-    strings alike, and code-point key order is UTF-16 order while no key leaves the BMP.
-    Floats (ES6 number form) and anything rarer go through the full serialiser.
+    It is for strings, booleans, null, safe integers and the floats both write alike (see
+    ``_FIXED_FLOATS``) in arrays and objects: the two escape strings alike, and code-point key
+    order is UTF-16 order while no key leaves the BMP. Other floats and anything rarer go through
+    the full serialiser.
     """
     kind = type(value)
     if kind is str or kind is bool or value is None:
         return True
     if kind is int:
         return -_SAFE_INTEGER <= value <= _SAFE_INTEGER
+    if kind is float:  # NaN and the infinities fail the range test
+        return _FIXED_FLOATS[0] <= abs(value) < _FIXED_FLOATS[1] and not value.is_integer()
     if kind is list:
         return all(type(item) is str or _plain(item) for item in value)
     if kind is dict:

@@ -124,7 +124,9 @@ def field_texts(record: dict[str, Any]) -> tuple[str, ...]:
 def fused_score(rank: int) -> float:
     """Reciprocal-rank score in (0, 1]; recency is 1 for every current record."""
     lexical = (1 / (RRF_K + rank)) / (1 / (RRF_K + 1))
-    return LEXICAL_WEIGHT * lexical + RECENCY_WEIGHT
+    score = LEXICAL_WEIGHT * lexical + RECENCY_WEIGHT
+    # The top score is exactly 1: as the int 1, its canonical form is the C encoder's (RFC 8785 writes 1.0 as 1).
+    return int(score) if score.is_integer() else score
 
 
 def profile_config_digest() -> str:

@@ -43,11 +43,26 @@ def test_the_fast_path_writes_rfc8785_bytes_or_stands_aside(value: Any) -> None:
 
 @pytest.mark.parametrize("value", [
     {"\U0001f600": 1, "\uffff": 2},  # UTF-16 order differs from code-point order outside the BMP
-    {"n": _SAFE + 1}, {"n": -_SAFE - 1}, {"f": 1.0}, {"t": (1, 2)}, {"s": "\ud800"}, {"\ud800": 1},
+    {"n": _SAFE + 1}, {"n": -_SAFE - 1}, {"f": 1.0}, {"f": 0.0}, {"f": -0.0}, {"f": 1e-5}, {"f": 1e16 + 2},
+    {"f": 1.5e20}, {"t": (1, 2)}, {"s": "\ud800"}, {"\ud800": 1},
 ])
 def test_values_the_fast_path_leaves_to_the_full_serialiser(value: Any) -> None:
     assert _plain_json(value) is None
     assert _canonical(value) == _reference(value)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.floats(allow_nan=True, allow_infinity=True) | st.floats(1e-5, 1e-3) | st.floats(1e15, 1e17))
+def test_a_float_takes_the_fast_path_only_where_its_bytes_are_rfc8785s(number: float) -> None:
+    fast = _plain_json([number, {"score": number}])
+    if fast is not None:
+        assert fast == rfc8785.dumps([number, {"score": number}])
+    assert _canonical(number) == _reference(number)
+
+
+@pytest.mark.parametrize("number", [0.5, -0.25, 0.0001, 123.456, 1234567890123.5, 1 / 3, 2.5e-4])
+def test_ordinary_scores_take_the_fast_path(number: float) -> None:
+    assert _plain_json({"score": number}) == rfc8785.dumps({"score": number})
 
 
 def test_escapes_match_rfc8785() -> None:
