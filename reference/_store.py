@@ -44,6 +44,98 @@ try:
 except ImportError:  # pragma: no cover - not a POSIX system: no inter-process lock
     fcntl = None  # type: ignore[assignment]
 
+# -- quota holdings (schema version 5) ----------------------------------------------------------------------------
+
+# Both holders of a changed row: its tenant (principal '') and its principal.
+_HOLDERS = "(SELECT 'tenant' AS holder UNION ALL SELECT 'principal') AS h"
+_HOLDER_PRINCIPAL = "CASE h.holder WHEN 'tenant' THEN '' ELSE c.principal END"
+
+
+def _candidate_side(sign: int, row: str) -> str:
+    """The OLD or NEW candidate row as a one-row source, with the sign its contribution is counted with."""
+    return (f"SELECT {sign} AS sign, {row}.tenant AS tenant, {row}.workspace AS workspace, "
+            f"{row}.principal AS principal, {row}.state AS state, {row}.record_id AS record_id, "
+            f"{row}.body_bytes AS body_bytes")
+
+
+def _record_side(sign: int, row: str) -> str:
+    """The OLD or NEW record row, when accepted_current, as a one-row source with its sign."""
+    return (f"SELECT {sign} AS sign, {row}.tenant AS tenant, {row}.workspace AS workspace, "
+            f"{row}.record_id AS record_id WHERE {row}.state = 'accepted_current'")
+
+
+def _candidate_trigger(event: str, sides: list[str]) -> str:
+    """Takes back the changed candidate's old contribution and adds its new one."""
+    return f"""
+    CREATE TRIGGER holdings_candidate_{event.split(maxsplit=1)[0].lower()} AFTER {event} ON candidates BEGIN
+        INSERT INTO holdings (tenant, holder, principal, pending, bytes)
+        SELECT tenant, holder, principal, SUM(pending), SUM(bytes) FROM (
+            SELECT c.tenant, h.holder, {_HOLDER_PRINCIPAL} AS principal,
+                   c.sign * (c.state = 'pending') AS pending,
+                   c.sign * CASE WHEN c.state = 'pending' OR (c.state = 'accepted' AND EXISTS (
+                       SELECT 1 FROM records r WHERE r.tenant = c.tenant AND r.workspace = c.workspace
+                       AND r.record_id = c.record_id AND r.state = 'accepted_current'))
+                   THEN c.body_bytes ELSE 0 END AS bytes
+            FROM ({" UNION ALL ".join(sides)}) AS c, {_HOLDERS}
+        ) WHERE true GROUP BY tenant, holder, principal HAVING SUM(pending) <> 0 OR SUM(bytes) <> 0
+        ON CONFLICT (tenant, holder, principal) DO UPDATE
+            SET pending = pending + excluded.pending, bytes = bytes + excluded.bytes;
+    END;
+"""
+
+
+def _record_trigger(event: str, sides: list[str]) -> str:
+    """A record entering or leaving accepted_current adds or takes back the bytes of its accepted candidates."""
+    return f"""
+    CREATE TRIGGER holdings_record_{event.split(maxsplit=1)[0].lower()} AFTER {event} ON records BEGIN
+        INSERT INTO holdings (tenant, holder, principal, pending, bytes)
+        SELECT tenant, holder, principal, 0, SUM(bytes) FROM (
+            SELECT c.tenant, h.holder, {_HOLDER_PRINCIPAL} AS principal, r.sign * c.body_bytes AS bytes
+            FROM ({" UNION ALL ".join(sides)}) AS r, candidates c, {_HOLDERS}
+            WHERE c.tenant = r.tenant AND c.workspace = r.workspace AND c.record_id = r.record_id
+              AND c.state = 'accepted'
+        ) WHERE true GROUP BY tenant, holder, principal HAVING SUM(bytes) <> 0
+        ON CONFLICT (tenant, holder, principal) DO UPDATE SET bytes = bytes + excluded.bytes;
+    END;
+"""
+
+
+_HOLDINGS_MIGRATION = f"""
+    -- Quota holdings (reference/_quotas.py), kept by the database itself so that a capture reads one row
+    -- instead of summing the tenant's candidates. One row per principal (holder 'principal') and one per
+    -- tenant (holder 'tenant', principal ''), so the tenant's row never meets a real principal.
+    -- A candidate contributes (1, body_bytes) while pending; (0, body_bytes) while accepted and its record
+    -- (same tenant, workspace and record_id) is accepted_current; else nothing. Each trigger takes back the
+    -- changed row's old contribution and adds its new one, so whatever writes candidates or records (and in
+    -- whichever order admission writes the two) keeps the counters equal to the sum.
+    CREATE TABLE holdings (
+        tenant TEXT NOT NULL,
+        holder TEXT NOT NULL CHECK (holder IN ('tenant', 'principal')),
+        principal TEXT NOT NULL,
+        pending INTEGER NOT NULL,
+        bytes INTEGER NOT NULL,
+        PRIMARY KEY (tenant, holder, principal)
+    );
+    -- A record's change finds the accepted candidates that point at it.
+    CREATE INDEX candidates_record ON candidates (tenant, workspace, record_id);
+    {_candidate_trigger("INSERT", [_candidate_side(1, "NEW")])}
+    {_candidate_trigger("UPDATE OF tenant, workspace, principal, state, record_id, body_bytes",
+                        [_candidate_side(-1, "OLD"), _candidate_side(1, "NEW")])}
+    {_candidate_trigger("DELETE", [_candidate_side(-1, "OLD")])}
+    {_record_trigger("INSERT", [_record_side(1, "NEW")])}
+    {_record_trigger("UPDATE OF tenant, workspace, record_id, state",
+                     [_record_side(-1, "OLD"), _record_side(1, "NEW")])}
+    {_record_trigger("DELETE", [_record_side(-1, "OLD")])}
+    -- The counters of the rows already stored.
+    INSERT INTO holdings (tenant, holder, principal, pending, bytes)
+    SELECT c.tenant, h.holder, {_HOLDER_PRINCIPAL}, SUM(c.state = 'pending'), SUM(c.body_bytes)
+    FROM candidates c LEFT JOIN records r
+      ON r.tenant = c.tenant AND r.workspace = c.workspace AND r.record_id = c.record_id, {_HOLDERS}
+    WHERE c.state = 'pending' OR (c.state = 'accepted' AND r.state = 'accepted_current')
+    GROUP BY 1, 2, 3;
+"""
+
+
 # Each entry upgrades the schema by one version; never edit a shipped entry.
 MIGRATIONS: tuple[str, ...] = (
     """
@@ -175,134 +267,7 @@ MIGRATIONS: tuple[str, ...] = (
     -- read; SqliteStore turns it on in each existing index when it opens the store.
     SELECT 1;
     """,
-    """
-    -- Quota holdings (reference/_quotas.py), kept by the database itself so that a capture reads one row
-    -- instead of summing the tenant's candidates. One row per principal (holder 'principal') and one per
-    -- tenant (holder 'tenant', principal ''), so the tenant's row never meets a real principal.
-    -- A candidate contributes (1, body_bytes) while pending; (0, body_bytes) while accepted and its record
-    -- (same tenant, workspace and record_id) is accepted_current; else nothing. Each trigger takes back the
-    -- changed row's old contribution and adds its new one, so whatever writes candidates or records (and in
-    -- whichever order admission writes the two) keeps the counters equal to the sum.
-    CREATE TABLE holdings (
-        tenant TEXT NOT NULL,
-        holder TEXT NOT NULL CHECK (holder IN ('tenant', 'principal')),
-        principal TEXT NOT NULL,
-        pending INTEGER NOT NULL,
-        bytes INTEGER NOT NULL,
-        PRIMARY KEY (tenant, holder, principal)
-    );
-    -- A record's change finds the accepted candidates that point at it.
-    CREATE INDEX candidates_record ON candidates (tenant, workspace, record_id);
-
-    CREATE TRIGGER holdings_candidate_insert AFTER INSERT ON candidates BEGIN
-        INSERT INTO holdings (tenant, holder, principal, pending, bytes)
-        SELECT tenant, holder, principal, SUM(pending), SUM(bytes) FROM (
-            SELECT c.tenant, h.holder, CASE h.holder WHEN 'tenant' THEN '' ELSE c.principal END AS principal,
-                   c.sign * (c.state = 'pending') AS pending,
-                   c.sign * CASE WHEN c.state = 'pending' OR (c.state = 'accepted' AND EXISTS (
-                       SELECT 1 FROM records r WHERE r.tenant = c.tenant AND r.workspace = c.workspace
-                       AND r.record_id = c.record_id AND r.state = 'accepted_current'))
-                   THEN c.body_bytes ELSE 0 END AS bytes
-            FROM (SELECT 1 AS sign, NEW.tenant AS tenant, NEW.workspace AS workspace, NEW.principal AS principal,
-                         NEW.state AS state, NEW.record_id AS record_id, NEW.body_bytes AS body_bytes) AS c,
-                 (SELECT 'tenant' AS holder UNION ALL SELECT 'principal') AS h
-        ) WHERE true GROUP BY tenant, holder, principal HAVING SUM(pending) <> 0 OR SUM(bytes) <> 0
-        ON CONFLICT (tenant, holder, principal) DO UPDATE
-            SET pending = pending + excluded.pending, bytes = bytes + excluded.bytes;
-    END;
-
-    CREATE TRIGGER holdings_candidate_update
-    AFTER UPDATE OF tenant, workspace, principal, state, record_id, body_bytes ON candidates BEGIN
-        INSERT INTO holdings (tenant, holder, principal, pending, bytes)
-        SELECT tenant, holder, principal, SUM(pending), SUM(bytes) FROM (
-            SELECT c.tenant, h.holder, CASE h.holder WHEN 'tenant' THEN '' ELSE c.principal END AS principal,
-                   c.sign * (c.state = 'pending') AS pending,
-                   c.sign * CASE WHEN c.state = 'pending' OR (c.state = 'accepted' AND EXISTS (
-                       SELECT 1 FROM records r WHERE r.tenant = c.tenant AND r.workspace = c.workspace
-                       AND r.record_id = c.record_id AND r.state = 'accepted_current'))
-                   THEN c.body_bytes ELSE 0 END AS bytes
-            FROM (SELECT -1 AS sign, OLD.tenant AS tenant, OLD.workspace AS workspace, OLD.principal AS principal,
-                         OLD.state AS state, OLD.record_id AS record_id, OLD.body_bytes AS body_bytes
-                  UNION ALL
-                  SELECT 1, NEW.tenant, NEW.workspace, NEW.principal, NEW.state, NEW.record_id, NEW.body_bytes) AS c,
-                 (SELECT 'tenant' AS holder UNION ALL SELECT 'principal') AS h
-        ) WHERE true GROUP BY tenant, holder, principal HAVING SUM(pending) <> 0 OR SUM(bytes) <> 0
-        ON CONFLICT (tenant, holder, principal) DO UPDATE
-            SET pending = pending + excluded.pending, bytes = bytes + excluded.bytes;
-    END;
-
-    CREATE TRIGGER holdings_candidate_delete AFTER DELETE ON candidates BEGIN
-        INSERT INTO holdings (tenant, holder, principal, pending, bytes)
-        SELECT tenant, holder, principal, SUM(pending), SUM(bytes) FROM (
-            SELECT c.tenant, h.holder, CASE h.holder WHEN 'tenant' THEN '' ELSE c.principal END AS principal,
-                   c.sign * (c.state = 'pending') AS pending,
-                   c.sign * CASE WHEN c.state = 'pending' OR (c.state = 'accepted' AND EXISTS (
-                       SELECT 1 FROM records r WHERE r.tenant = c.tenant AND r.workspace = c.workspace
-                       AND r.record_id = c.record_id AND r.state = 'accepted_current'))
-                   THEN c.body_bytes ELSE 0 END AS bytes
-            FROM (SELECT -1 AS sign, OLD.tenant AS tenant, OLD.workspace AS workspace, OLD.principal AS principal,
-                         OLD.state AS state, OLD.record_id AS record_id, OLD.body_bytes AS body_bytes) AS c,
-                 (SELECT 'tenant' AS holder UNION ALL SELECT 'principal') AS h
-        ) WHERE true GROUP BY tenant, holder, principal HAVING SUM(pending) <> 0 OR SUM(bytes) <> 0
-        ON CONFLICT (tenant, holder, principal) DO UPDATE
-            SET pending = pending + excluded.pending, bytes = bytes + excluded.bytes;
-    END;
-
-    -- A record entering or leaving accepted_current adds or takes back the bytes of its accepted candidates.
-    CREATE TRIGGER holdings_record_insert AFTER INSERT ON records BEGIN
-        INSERT INTO holdings (tenant, holder, principal, pending, bytes)
-        SELECT tenant, holder, principal, 0, SUM(bytes) FROM (
-            SELECT c.tenant, h.holder, CASE h.holder WHEN 'tenant' THEN '' ELSE c.principal END AS principal,
-                   r.sign * c.body_bytes AS bytes
-            FROM (SELECT 1 AS sign, NEW.tenant AS tenant, NEW.workspace AS workspace, NEW.record_id AS record_id
-                  WHERE NEW.state = 'accepted_current') AS r,
-                 candidates c, (SELECT 'tenant' AS holder UNION ALL SELECT 'principal') AS h
-            WHERE c.tenant = r.tenant AND c.workspace = r.workspace AND c.record_id = r.record_id
-              AND c.state = 'accepted'
-        ) WHERE true GROUP BY tenant, holder, principal HAVING SUM(bytes) <> 0
-        ON CONFLICT (tenant, holder, principal) DO UPDATE SET bytes = bytes + excluded.bytes;
-    END;
-
-    CREATE TRIGGER holdings_record_update AFTER UPDATE OF tenant, workspace, record_id, state ON records BEGIN
-        INSERT INTO holdings (tenant, holder, principal, pending, bytes)
-        SELECT tenant, holder, principal, 0, SUM(bytes) FROM (
-            SELECT c.tenant, h.holder, CASE h.holder WHEN 'tenant' THEN '' ELSE c.principal END AS principal,
-                   r.sign * c.body_bytes AS bytes
-            FROM (SELECT -1 AS sign, OLD.tenant AS tenant, OLD.workspace AS workspace, OLD.record_id AS record_id
-                  WHERE OLD.state = 'accepted_current'
-                  UNION ALL
-                  SELECT 1, NEW.tenant, NEW.workspace, NEW.record_id WHERE NEW.state = 'accepted_current') AS r,
-                 candidates c, (SELECT 'tenant' AS holder UNION ALL SELECT 'principal') AS h
-            WHERE c.tenant = r.tenant AND c.workspace = r.workspace AND c.record_id = r.record_id
-              AND c.state = 'accepted'
-        ) WHERE true GROUP BY tenant, holder, principal HAVING SUM(bytes) <> 0
-        ON CONFLICT (tenant, holder, principal) DO UPDATE SET bytes = bytes + excluded.bytes;
-    END;
-
-    CREATE TRIGGER holdings_record_delete AFTER DELETE ON records BEGIN
-        INSERT INTO holdings (tenant, holder, principal, pending, bytes)
-        SELECT tenant, holder, principal, 0, SUM(bytes) FROM (
-            SELECT c.tenant, h.holder, CASE h.holder WHEN 'tenant' THEN '' ELSE c.principal END AS principal,
-                   r.sign * c.body_bytes AS bytes
-            FROM (SELECT -1 AS sign, OLD.tenant AS tenant, OLD.workspace AS workspace, OLD.record_id AS record_id
-                  WHERE OLD.state = 'accepted_current') AS r,
-                 candidates c, (SELECT 'tenant' AS holder UNION ALL SELECT 'principal') AS h
-            WHERE c.tenant = r.tenant AND c.workspace = r.workspace AND c.record_id = r.record_id
-              AND c.state = 'accepted'
-        ) WHERE true GROUP BY tenant, holder, principal HAVING SUM(bytes) <> 0
-        ON CONFLICT (tenant, holder, principal) DO UPDATE SET bytes = bytes + excluded.bytes;
-    END;
-
-    -- The counters of the rows already stored.
-    INSERT INTO holdings (tenant, holder, principal, pending, bytes)
-    SELECT c.tenant, h.holder, CASE h.holder WHEN 'tenant' THEN '' ELSE c.principal END,
-           SUM(c.state = 'pending'), SUM(c.body_bytes)
-    FROM candidates c LEFT JOIN records r
-      ON r.tenant = c.tenant AND r.workspace = c.workspace AND r.record_id = c.record_id,
-         (SELECT 'tenant' AS holder UNION ALL SELECT 'principal') AS h
-    WHERE c.state = 'pending' OR (c.state = 'accepted' AND r.state = 'accepted_current')
-    GROUP BY 1, 2, 3;
-    """
+    _HOLDINGS_MIGRATION,
 )
 
 SYNCHRONOUS_LEVELS = ("normal", "full", "extra")  # 'off' is never offered: a commit must survive a crash
