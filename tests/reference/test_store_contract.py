@@ -587,6 +587,10 @@ OLDER_HOLDINGS = {
 
 
 def assert_migrated_holdings(store: MemoryStore) -> None:
+    """The counters a migrated store starts with equal its rows, and its triggers keep them so afterwards."""
     with store.snapshot() as reader:
         for (tenant, principal), held in OLDER_HOLDINGS.items():
             assert reader.holdings(tenant, principal) == reader.recount_holdings(tenant, principal) == held
+    store.transaction(lambda tx: tx.close_candidate(Scope("t1", "w1"), "c1", "rejected"))
+    with store.snapshot() as reader:
+        assert reader.holdings("t1") == reader.recount_holdings("t1") == Holdings(1, 205)
