@@ -80,8 +80,8 @@ class _Tap:
                 del self.answers[next(iter(self.answers))]
 
 
-class _TappedRead:
-    """The session's read stream, with each message shown to the tap first."""
+class _Tapped:
+    """A session stream that shows each message to the tap and otherwise is the stream it wraps."""
 
     def __init__(self, inner: Any, tap: _Tap) -> None:
         self._inner, self._tap = inner, tap
@@ -89,13 +89,15 @@ class _TappedRead:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    async def __aenter__(self) -> _TappedRead:
+    async def __aenter__(self) -> Any:
         await self._inner.__aenter__()
         return self
 
     async def __aexit__(self, *exc: Any) -> Any:
         return await self._inner.__aexit__(*exc)
 
+
+class _TappedRead(_Tapped):
     def __aiter__(self) -> _TappedRead:
         return self
 
@@ -110,22 +112,7 @@ class _TappedRead:
         return item
 
 
-class _TappedWrite:
-    """The session's write stream, with each message shown to the tap first."""
-
-    def __init__(self, inner: Any, tap: _Tap) -> None:
-        self._inner, self._tap = inner, tap
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    async def __aenter__(self) -> _TappedWrite:
-        await self._inner.__aenter__()
-        return self
-
-    async def __aexit__(self, *exc: Any) -> Any:
-        return await self._inner.__aexit__(*exc)
-
+class _TappedWrite(_Tapped):
     async def send(self, item: SessionMessage) -> None:
         self._tap.sent(item)
         await self._inner.send(item)
