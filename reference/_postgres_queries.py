@@ -38,7 +38,7 @@ from engram_mcp.reference._ports import (
     Subject,
 )
 from engram_mcp.reference._postgres_schema import SEARCH_CONFIG
-from engram_mcp.reference._quotas import HOLDINGS_DRIFT_SQL
+from engram_mcp.reference._quotas import HOLDINGS_DRIFT_SQL, holder_key, recount_holdings_sql
 
 # tsvector weight classes, in search_index.FIELDS order: PostgreSQL has four, so citations share D with context.
 FIELD_CLASSES = ("A", "B", "C", "D", "D")
@@ -163,6 +163,8 @@ _CANDIDATE = (
     "ON r.tenant = c.tenant AND r.workspace = c.workspace AND r.record_id = c.record_id "
 )
 
+_RECOUNT_HOLDINGS = recount_holdings_sql("%s")
+
 
 class PostgresReader:
     """The port's reads on one psycopg connection inside an open transaction (rows as dicts).
@@ -248,22 +250,14 @@ class PostgresReader:
     def holdings(self, tenant: str, principal: str | None = None) -> Holdings:
         row = self._one(
             "SELECT pending, bytes FROM holdings WHERE tenant = %s AND holder = %s AND principal = %s",
-            (tenant, "tenant" if principal is None else "principal", principal or ""),
+            holder_key(tenant, principal),
         )
         return Holdings(0, 0) if row is None else Holdings(pending=int(row["pending"]), bytes=int(row["bytes"]))
 
     def recount_holdings(self, tenant: str, principal: str | None = None) -> Holdings:
-        holder = "c.tenant = %s" + (" AND c.principal = %s" if principal is not None else "")
-        params = (tenant, *((principal,) if principal is not None else ()))
-        row = self._one(
-            "SELECT COALESCE(SUM((c.state = 'pending')::int), 0) AS pending, COALESCE(SUM(c.body_bytes), 0) AS held "
-            "FROM candidates c LEFT JOIN records r "
-            "ON r.tenant = c.tenant AND r.workspace = c.workspace AND r.record_id = c.record_id "
-            f"WHERE {holder} AND (c.state = 'pending' OR (c.state = 'accepted' AND r.state = 'accepted_current'))",
-            params,
-        )
+        row = self._one(_RECOUNT_HOLDINGS, holder_key(tenant, principal))
         assert row is not None  # an aggregate always answers one row
-        return Holdings(pending=int(row["pending"]), bytes=int(row["held"]))
+        return Holdings(pending=int(row["pending"]), bytes=int(row["bytes"]))
 
     def holdings_drift(self) -> bool:
         return self._one(HOLDINGS_DRIFT_SQL) is not None

@@ -163,10 +163,9 @@ def toml_lines(limits: ResourceLimits | None = None) -> list[str]:
     ]
 
 
-# Holders whose quota holdings counters (the stores' ``holdings`` table, kept by triggers) differ from the
-# candidates and records they count; the same SQL on SQLite and PostgreSQL. ``verify`` reports any.
-HOLDINGS_DRIFT_SQL = """
-SELECT COALESCE(h.tenant, c.tenant) AS tenant FROM holdings h FULL JOIN (
+# Each holder's quota holdings summed afresh over the candidates and records they count (what the stores'
+# ``holdings`` table, kept by triggers, must equal); the same SQL on SQLite and PostgreSQL.
+COUNTED_HOLDINGS_SQL = """
     SELECT c.tenant, k.holder, CASE k.holder WHEN 'tenant' THEN '' ELSE c.principal END AS principal,
            SUM(CASE WHEN c.state = 'pending' THEN 1 ELSE 0 END) AS pending, SUM(c.body_bytes) AS bytes
     FROM candidates c
@@ -174,7 +173,26 @@ SELECT COALESCE(h.tenant, c.tenant) AS tenant FROM holdings h FULL JOIN (
     CROSS JOIN (SELECT 'tenant' AS holder UNION ALL SELECT 'principal') AS k
     WHERE c.state = 'pending' OR (c.state = 'accepted' AND r.state = 'accepted_current')
     GROUP BY c.tenant, k.holder, CASE k.holder WHEN 'tenant' THEN '' ELSE c.principal END
-) AS c ON c.tenant = h.tenant AND c.holder = h.holder AND c.principal = h.principal
+"""
+
+# Holders whose counters differ from their recount; ``verify`` reports any.
+HOLDINGS_DRIFT_SQL = f"""
+SELECT COALESCE(h.tenant, c.tenant) AS tenant FROM holdings h FULL JOIN ({COUNTED_HOLDINGS_SQL}) AS c
+    ON c.tenant = h.tenant AND c.holder = h.holder AND c.principal = h.principal
 WHERE COALESCE(h.pending, 0) <> COALESCE(c.pending, 0) OR COALESCE(h.bytes, 0) <> COALESCE(c.bytes, 0)
 LIMIT 1
 """
+
+
+def recount_holdings_sql(placeholder: str) -> str:
+    """One holder's recount, with the driver's parameter placeholder for its tenant, holder kind and principal
+    (``holder_key``)."""
+    return (f"SELECT COALESCE(SUM(pending), 0) AS pending, COALESCE(SUM(bytes), 0) AS bytes "
+            f"FROM ({COUNTED_HOLDINGS_SQL}) AS counted "
+            f"WHERE tenant = {placeholder} AND holder = {placeholder} AND principal = {placeholder}")
+
+
+def holder_key(tenant: str, principal: str | None) -> tuple[str, str, str]:
+    """The (tenant, holder, principal) key of a holdings row: the tenant's own row has holder 'tenant' and
+    principal ''."""
+    return tenant, "tenant" if principal is None else "principal", principal or ""

@@ -31,8 +31,10 @@ from engram_mcp.reference._ports import (
     StoredRecord,
     Subject,
 )
-from engram_mcp.reference._quotas import HOLDINGS_DRIFT_SQL
+from engram_mcp.reference._quotas import HOLDINGS_DRIFT_SQL, holder_key, recount_holdings_sql
 from engram_mcp.reference._sqlite import sqlite3
+
+_RECOUNT_HOLDINGS = recount_holdings_sql("?")
 
 
 class SqliteTransaction:
@@ -130,22 +132,13 @@ class SqliteTransaction:
     def holdings(self, tenant: str, principal: str | None = None) -> Holdings:
         row = self.sql.execute(
             "SELECT pending, bytes FROM holdings WHERE tenant = ? AND holder = ? AND principal = ?",
-            (tenant, "tenant" if principal is None else "principal", principal or ""),
+            holder_key(tenant, principal),
         ).fetchone()
         return Holdings(0, 0) if row is None else Holdings(int(row["pending"]), int(row["bytes"]))
 
     def recount_holdings(self, tenant: str, principal: str | None = None) -> Holdings:
-        holder = "c.tenant = ?" + (" AND c.principal = ?" if principal is not None else "")
-        params = (tenant, *((principal,) if principal is not None else ()))
-        row = self.sql.execute(
-            "SELECT COALESCE(SUM(c.state = 'pending'), 0) AS pending, COALESCE(SUM(c.body_bytes), 0) AS held "
-            "FROM candidates c LEFT JOIN records r "
-            "ON r.tenant = c.tenant AND r.workspace = c.workspace AND r.record_id = c.record_id "
-            f"WHERE {holder} AND c.state IN ('pending', 'accepted') AND (c.state = 'pending' OR r.state = "
-            "'accepted_current')",
-            params,
-        ).fetchone()
-        return Holdings(int(row["pending"]), int(row["held"]))
+        row = self.sql.execute(_RECOUNT_HOLDINGS, holder_key(tenant, principal)).fetchone()
+        return Holdings(int(row["pending"]), int(row["bytes"]))
 
     def holdings_drift(self) -> bool:
         return self.sql.execute(HOLDINGS_DRIFT_SQL).fetchone() is not None
