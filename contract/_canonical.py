@@ -43,7 +43,11 @@ def normalize(value: Any) -> Any:
 
 def canonical_bytes(value: Any, *, normalize: bool = True) -> bytes:
     """RFC 8785 bytes of ``value`` (after NFC normalisation unless told otherwise)."""
-    value = _normalize(value) if normalize else value
+    if normalize:
+        plain = _plain_json(value)
+        if plain is not None and plain.isascii():  # every string and key ASCII: NFC leaves it as it is
+            return plain
+        value = _normalize(value)
     return _plain_json(value) or rfc8785.dumps(value)
 
 

@@ -115,6 +115,29 @@ PATTERNS: Final[Mapping[str, re.Pattern[str]]] = MappingProxyType(
     }
 )
 
+# For each family, lowercase fragments of which any match contains at least one. A candidate whose ASCII text
+# holds none of them cannot match that family, so its pattern is not run. Applied only to ASCII text: there,
+# lowercasing is exactly what case-insensitive matching does (non-ASCII text runs every pattern).
+_NEEDS: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType(
+    {
+        "private_key": ("-----begin ",),
+        "aws_access_key_id": ("akia", "asia"),
+        "github_token": ("gh", "github_pat_"),
+        "slack_token": ("xox",),
+        "stripe_secret_key": ("k_live_",),
+        "google_api_key": ("aiza",),
+        "openai_style_key": ("sk-",),
+        "jwt": ("eyj",),
+        "authorization_header": ("authorization",),
+        "bearer_token": ("bearer",),
+        "credentials_url": ("://",),
+        "password_assignment": ("pass", "pwd", "secret", "token", "key"),
+        "env_secret": ("key", "secret", "token", "pass", "pwd", "credential"),
+        "session_cookie": ("cookie",),
+        "host_binding": ("host-binding",),
+    }
+)
+
 # Values that stand for a secret without being one (see the module docstring).
 _PLACEHOLDER = re.compile(
     r"""(?ix)
@@ -225,7 +248,14 @@ class SecretScan:
     def findings(self, candidate: CandidateView) -> list[str]:
         """The families found, in table order; never the matched content."""
         texts = [*_strings(candidate.payload), *_strings(candidate.evidence)]
-        return [name for name, pattern in PATTERNS.items() if any(_matches(pattern, t) for t in texts)]
+        joined = "\n".join(texts)
+        folded = joined.lower() if joined.isascii() else None
+        return [
+            name
+            for name, pattern in PATTERNS.items()
+            if (folded is None or any(fragment in folded for fragment in _NEEDS[name]))
+            and any(_matches(pattern, t) for t in texts)
+        ]
 
     def decide(self, candidate: CandidateView) -> AdmissionDecision:
         return _decision(self, "reject" if self.findings(candidate) else "accept")

@@ -79,7 +79,7 @@ class Recall:
             query="", purpose_ref=caller.purpose_ref, limit=self.contract.limit("search.limit.max"), budget=largest,
             capability=DEFAULT_CAPABILITY, snapshot=_LARGEST_INTEGER, valid_as_of=_LARGEST_INTEGER,
             ranked_ids=[record["record_id"]] * search_index.MAX_CANDIDATES, ordered_digest=ZERO_DIGEST,
-            page_request=ZERO_DIGEST, now=now,
+            page_request=ZERO_DIGEST, now=now, candidates_digest=ZERO_DIGEST,  # a digest's size never varies
         )
         entry = {**packet, "score": _LONGEST_SCORE, "rank": search_index.MAX_CANDIDATES}
         return _size(self._page_value(caller, worst, [entry], search_index.MAX_CANDIDATES)) <= largest
@@ -304,9 +304,12 @@ class _PageContext:
     ordered_digest: str
     page_request: str
     now: datetime
+    candidates_digest: str | None = None  # given when known; else computed from ranked_ids on first use
 
     @cached_property
     def candidate_ids_digest(self) -> str:
+        if self.candidates_digest is not None:
+            return self.candidates_digest
         return receipt_digest("recall-candidates", {"candidate_ids": sorted(self.ranked_ids)}, "candidate_ids_digest")
 
 

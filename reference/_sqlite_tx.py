@@ -195,16 +195,28 @@ class SqliteTransaction:
         self.sql.execute("INSERT OR IGNORE INTO tombstones VALUES (?, ?, ?)",
                          (scope.tenant, scope.workspace, keyed_digest))
 
-    def _directory_keeps_a_forgotten_prefix(self, fts: str, words: set[str] | None) -> bool:
+    def _directory_keeps_a_forgotten_prefix(self, fts: str, words: set[str]) -> bool:
         """Whether a page-directory prefix starts a forgotten word and no live term of the index starts with it."""
-        for (term,) in self.sql.execute(f"SELECT DISTINCT term FROM {fts}_idx WHERE length(term) > 1").fetchall():
-            prefix = bytes(term)[1:].decode("utf-8", "replace")  # the first byte names the index, not the term
-            if "\ufffd" in prefix or not words or any(word.startswith(prefix) for word in words):
-                live = self.sql.execute(
-                    f"SELECT 1 FROM {fts} WHERE {fts} MATCH ? LIMIT 1", ('"' + prefix.replace('"', '""') + '"*',)
-                ).fetchone()
-                if live is None:
-                    return True
+        # Only the directory entries that start a forgotten word matter. The words are ASCII (index_words), so
+        # the directory is filtered in SQL against their prefixes instead of read whole: its size grows with
+        # the index, the forgotten record's prefixes do not. The first byte of a term names the index.
+        prefixes = sorted({word[:end] for word in words for end in range(1, len(word) + 1)})
+        suspects = self.sql.execute(
+            f"SELECT DISTINCT CAST(substr(term, 2) AS TEXT) FROM {fts}_idx "
+            "WHERE length(term) > 1 AND CAST(substr(term, 2) AS TEXT) IN (SELECT value FROM json_each(?))",
+            (json.dumps(prefixes),),
+        ).fetchall()
+        if not suspects:
+            return False
+        # A live term starting with the prefix is found by a seek in the index's term list (a vocabulary table,
+        # on this connection only: it stores nothing), not by a prefix MATCH, which merges every such term's
+        # documents. Terms are listed in order, so the first one at or after the prefix tells.
+        terms = f"temp.{fts}_terms"
+        self.sql.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {terms} USING fts5vocab(main, {fts}, 'instance')")
+        for (prefix,) in suspects:
+            first = self.sql.execute(f"SELECT term FROM {terms} WHERE term >= ? LIMIT 1", (prefix,)).fetchone()
+            if first is None or not str(first[0]).startswith(prefix):
+                return True
         return False
 
     def is_tombstoned(self, scope: Scope, payload_digest: str) -> bool:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from engram_mcp.reference import _policy
 from engram_mcp.reference._policy import (
     DEFAULT_POLICY,
     PATTERNS,
@@ -246,6 +247,20 @@ def test_benign_text_is_accepted(text: str) -> None:
     candidate = capture(text)
     assert SCAN.findings(candidate) == []
     assert SCAN.decide(candidate) == AdmissionDecision("accept", "reference/secret-scan", "1")
+
+
+def _unfiltered(candidate: CandidateView) -> list[str]:
+    texts = [*_policy._strings(candidate.payload), *_policy._strings(candidate.evidence)]
+    return [name for name, pattern in PATTERNS.items() if any(_policy._matches(pattern, t) for t in texts)]
+
+
+@pytest.mark.parametrize("case", [str.lower, str.upper, str.title, str.swapcase], ids=lambda f: f.__name__)
+def test_skipping_families_by_their_fragments_never_changes_the_findings(case: Callable[[str], str]) -> None:
+    assert set(_policy._NEEDS) == set(PATTERNS)
+    for text in [t for _, t in POSITIVE] + BENIGN:
+        for variant in (text, case(text)):
+            candidate = capture(variant)
+            assert SCAN.findings(candidate) == _unfiltered(candidate), variant
 
 
 def test_findings_name_families_never_content() -> None:
