@@ -102,3 +102,4 @@ def test_a_built_store_passes_verify(smoke: tuple[dict, Path]) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "store verified" in done.stdout
+

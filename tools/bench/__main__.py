@@ -1,7 +1,7 @@
 """Benchmarks of the reference server, each interleaved with its anchor; prints a table, writes JSON.
 
     python -m tools.bench [--smoke] [--only NAME,...] [--sizes 10k,100k,1m] [--json PATH]
-                          [--cache-dir DIR] [--postgres URL]
+                          [--cache-dir DIR] [--postgres URL] [--postgres-max-size 100k]
 
 A benchmark prints figures and asserts nothing about time. Run it from the repository root.
 """
@@ -78,22 +78,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache-dir", type=Path, default=Path(".bench-cache"), help="where built stores are kept")
     parser.add_argument("--postgres", default=os.environ.get(POSTGRES_VARIABLE, DEFAULT_POSTGRES),
                         help=f"PostgreSQL server URL (default ${POSTGRES_VARIABLE} or {DEFAULT_POSTGRES}; '' for none)")
+    parser.add_argument("--postgres-max-size", default="100k",
+                        help="build PostgreSQL stores up to this size only (default 100k; 'none' for every size)")
     parser.add_argument("--calls", type=int, default=None, help="samples per latency case (default 300; smoke 20)")
     args = parser.parse_args(argv)
     try:
         sizes = [parse_size(s) for s in (args.sizes or (str(SMOKE_SIZE) if args.smoke else DEFAULT_SIZES)).split(",")]
+        postgres_max = None if args.postgres_max_size.strip().lower() == "none" else parse_size(args.postgres_max_size)
     except argparse.ArgumentTypeError as problem:
         parser.error(str(problem))
     names = args.only or list(MEASURES)
     postgres, reason = postgres_state(args.postgres)
     config = {"smoke": args.smoke, "measures": names, "sizes": sizes, "cache_dir": str(args.cache_dir),
-              "postgres": bool(postgres), "calls": args.calls or (20 if args.smoke else 300)}
+              "postgres": bool(postgres), "postgres_max_size": postgres_max,
+              "calls": args.calls or (20 if args.smoke else 300)}
     report = Report(config=config)
     args.cache_dir.mkdir(parents=True, exist_ok=True)
     failed = []
     with tempfile.TemporaryDirectory(prefix="engram-bench-") as scratch:
         ctx = Context(report=report, smoke=args.smoke, sizes=sorted(sizes), cache=args.cache_dir.resolve(),
-                      scratch=Path(scratch), postgres=postgres, postgres_reason=reason, calls=config["calls"])
+                      scratch=Path(scratch), postgres=postgres, postgres_reason=reason, calls=config["calls"],
+                      postgres_max_size=postgres_max)
         for name in names:
             start = time.perf_counter()
             print(f"== {name}", flush=True)

@@ -23,11 +23,17 @@ class Context:
     postgres: str | None  # a URL that answered, else None
     postgres_reason: str  # why PostgreSQL parts are skipped
     calls: int  # samples per latency case
+    postgres_max_size: int | None = None  # larger PostgreSQL stores are not built (their build takes hours)
 
-    def backends(self, part: str) -> list[Backend]:
-        """SQLite, and PostgreSQL when it answers (else the part's PostgreSQL half is reported skipped)."""
+    def backends(self, part: str, size: int | None = None) -> list[Backend]:
+        """SQLite, and PostgreSQL when it answers and the store is not over the PostgreSQL size cap (else the
+        part's PostgreSQL half is reported skipped, with why)."""
         if self.postgres is None:
             self.report.skip(f"{part}/postgresql", self.postgres_reason)
+            return ["sqlite"]
+        if size is not None and self.postgres_max_size is not None and size > self.postgres_max_size:
+            cap = f"{self.postgres_max_size:,}"
+            self.report.skip(f"{part}/postgresql {size:,}", f"over --postgres-max-size {cap} (hours to build)")
             return ["sqlite"]
         return ["sqlite", "postgresql"]
 

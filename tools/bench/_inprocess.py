@@ -48,12 +48,11 @@ def searcher(engine: Engine, built: BuiltStore, queries: list[str]) -> Callable[
 
 def run_search(ctx: Context) -> None:
     queries = [TextSource(seed=3).query() for _ in range(500)]
-    backends = ctx.backends("search")
     layouts: list[tuple[int, Layout]] = [(size, "scope") for size in ctx.sizes] + [(max(ctx.sizes), "tenants")]
     for size, layout in layouts:
         with ExitStack() as stack:
             cases = {}
-            for backend in backends:
+            for backend in ctx.backends(f"search {layout}", size):
                 engine, built = open_store(ctx, stack, backend, size, layout)
                 cases[f"{backend} {size_label(size)} {layout}"] = searcher(engine, built, queries)
             samples = round_robin(cases, ctx.calls)
@@ -71,7 +70,7 @@ def run_broad(ctx: Context) -> None:
     size = max(ctx.sizes)
     with ExitStack() as stack:
         cases = {}
-        for backend in ctx.backends("broad"):
+        for backend in ctx.backends("broad", size):
             engine, built = open_store(ctx, stack, backend, size)
             cases[f"{backend} {size_label(size)} '{MARKER}' (~20%)"] = searcher(engine, built, [MARKER])
         samples = round_robin(cases, max(5, ctx.calls // 4), warmup=2)
@@ -103,8 +102,8 @@ def run_forget(ctx: Context) -> None:
     rounds = max(5, ctx.calls // 10)
     with ExitStack() as stack:
         cases = {}
-        for backend in ctx.backends("forget"):
-            for size in ctx.sizes:
+        for size in ctx.sizes:
+            for backend in ctx.backends("forget", size):
                 engine, _built = open_store(ctx, stack, backend, size)
                 cases[f"{backend} {size_label(size)}"] = forgetter(engine, f"{backend}{size}")
         samples = round_robin(cases, rounds, warmup=1)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import quote
 
+from engram_mcp.contract import _canonical
 from engram_mcp.reference import _postgres_schema, _store
 from engram_mcp.reference._init import write_configuration
 from engram_mcp.reference._ports import Scope
@@ -30,6 +31,8 @@ Layout = Literal["scope", "tenants"]
 TENANTS = 1000
 BATCH = 500  # engine operations (capture + admission pairs) per store transaction while building
 BUILD_VERSION = "1"  # bump when the builder's output changes
+MCP_EDGE = frozenset({"__main__.py", "_cli.py", "_serve.py", "_server.py", "_stdio.py", "_jsonrpc.py",
+                      "_http_deadlines.py", "_http_messages.py", "_envelope.py", "_verify.py"})
 
 
 def fingerprint() -> str:
@@ -37,9 +40,14 @@ def fingerprint() -> str:
     for script in (*_store.MIGRATIONS, *_postgres_schema.MIGRATIONS):
         digest.update(script.encode())
     digest.update(" ".join(_text.vocabulary()).encode())
-    # The code that shapes a built store: the text generator, the builder, and the reference's own modules.
+    # The code that shapes a built store: the text generator, the builder, the contract's digests and the
+    # reference's modules but those of its MCP edge, which never reach the engine (editing the server's wire
+    # handling does not rebuild a million-record store). A new module counts until it is listed here.
     here, reference = Path(__file__).parent, Path(_store.__file__).parent
-    for source in sorted([here / "_text.py", here / "_engine.py", here / "_stores.py", *reference.glob("*.py")]):
+    engine_side = [path for path in reference.glob("*.py") if path.name not in MCP_EDGE]
+    contract = Path(_canonical.__file__).parent
+    for source in sorted([here / "_text.py", here / "_engine.py", here / "_stores.py", *engine_side,
+                          *contract.glob("*.py")]):
         digest.update(source.read_bytes())
     return f"s{len(_store.MIGRATIONS)}p{len(_postgres_schema.MIGRATIONS)}_{digest.hexdigest()[:10]}"
 
