@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import time
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ Backend = Literal["sqlite", "postgresql"]
 Layout = Literal["scope", "tenants"]
 TENANTS = 1000
 BATCH = 500  # engine operations (capture + admission pairs) per store transaction while building
-BUILD_VERSION = "1"  # bump when the builder's output changes
+BUILD_VERSION = "2"  # bump when the builder's output changes
 MCP_EDGE = frozenset({"__main__.py", "_cli.py", "_serve.py", "_server.py", "_stdio.py", "_jsonrpc.py",
                       "_http_deadlines.py", "_http_messages.py", "_envelope.py", "_verify.py"})
 
@@ -129,6 +130,7 @@ def ensure_store(spec: StoreSpec, cache: Path, postgres: str | None) -> BuiltSto
             raise ValueError("a PostgreSQL store needs --postgres")
         url = create_schema(postgres, schema, fresh=True)
     write_configuration(directory, seed="bench", store_url=url)
+    unbound_storage(directory / "server.toml")
     print(f"building {spec.name} ({spec.size:,} records)...", flush=True)
     seconds = build(spec, directory)
     facts = {"records": spec.size, "layout": spec.layout, "backend": spec.backend, "build_seconds": seconds,
@@ -137,6 +139,15 @@ def ensure_store(spec: StoreSpec, cache: Path, postgres: str | None) -> BuiltSto
     marker.write_text(json.dumps(facts, indent=1) + "\n", encoding="utf-8")
     print(f"built {spec.name} in {seconds:.1f} s ({spec.size / seconds:,.0f} records/s)", flush=True)
     return BuiltStore(spec, directory, {**facts, "reused": False})
+
+
+def unbound_storage(config: Path) -> None:
+    """Turn the tenant's and the principal's byte quotas off (0): a default quota (1 GiB of captures per tenant)
+    would refuse a million-record store about halfway through its build."""
+    text, count = re.subn(r"(?m)^bytes = \d+$", "bytes = 0", config.read_text(encoding="utf-8"))
+    if count != 2:
+        raise RuntimeError(f"expected the tenant's and the principal's byte quotas in {config}, found {count}")
+    config.write_text(text, encoding="utf-8")
 
 
 def build(spec: StoreSpec, directory: Path) -> float:
