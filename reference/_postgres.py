@@ -42,12 +42,13 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import psycopg
-from psycopg import IsolationLevel, errors
+from psycopg import IsolationLevel, errors, sql
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from engram_mcp.reference._config import StoreUnavailable
 from engram_mcp.reference._erasure import ErasureLedger
+from engram_mcp.reference._periodic import Periodic
 from engram_mcp.reference._ports import RankingProfile, StoreReader, StoreTransaction
 from engram_mcp.reference._postgres_queries import RANKING, PostgresReader, PostgresTransaction
 from engram_mcp.reference._postgres_schema import MIGRATIONS, migrate, scalar, schema_version
@@ -69,6 +70,12 @@ RETRIABLE = (errors.SerializationFailure, errors.DeadlockDetected, errors.Unique
 MAX_ATTEMPTS = 12
 RETRY_BACKOFF = 0.005  # seconds, doubled per attempt, jittered so that racing replicas spread out
 FLUSH_RETRY_DELAYS = (0.0, 0.02, 0.05, 0.1)
+STATISTICS_INTERVAL = 30.0  # seconds between looks for tables whose planner statistics are out of date
+# autovacuum's default analyze threshold: 50 rows plus 10% of the table changed since the last ANALYZE
+STALE_STATISTICS = (
+    "SELECT relname FROM pg_stat_user_tables WHERE schemaname = current_schema() "
+    "AND n_mod_since_analyze > 50 + 0.1 * n_live_tup ORDER BY relname"
+)
 ERASURE_RETRY_INTERVAL = 1.0
 VACUUMED = ("candidates", "records")  # the tables an erasure rewrites rows of
 SEARCH_INDEX = "records_search"  # the GIN index of records' words, rebuilt by each flush
@@ -113,8 +120,10 @@ class PostgresStore:
             self._pool.close()
             raise StoreUnavailable("the PostgreSQL store cannot be reached") from None
         self.erasures = ErasureLedger(self, retry_interval=erasure_retry_interval)
+        self._statistics = Periodic(self.refresh_statistics, name="engram-planner-statistics")
         if background and not read_only:
             self.erasures.start()
+            self._statistics.start(STATISTICS_INTERVAL)
 
     @property
     def current(self) -> bool:
@@ -206,7 +215,24 @@ class PostgresStore:
         ).fetchall()
         return any(_widen(int(str(row[0])), horizon) < horizon for row in rows)
 
+    def refresh_statistics(self) -> list[str]:
+        """ANALYZE this schema's tables that changed by more than autovacuum's own threshold since their last
+        analysis; their names.
+
+        Without statistics the planner cannot tell a unique key from a scope-wide prefix: it took the
+        (tenant, workspace, record_id) index for a lookup by candidate id and read the whole scope on every
+        capture and admission. Autovacuum refreshes them where it runs; a server where it is off relies on this.
+        ANALYZE takes no lock that blocks reads or writes.
+        """
+        with self._pool.connection() as conn:
+            rows: list[dict[str, Any]] = conn.execute(STALE_STATISTICS).fetchall()  # type: ignore[assignment]
+            stale = [str(row["relname"]) for row in rows]
+            for table in stale:
+                conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(table)))
+        return stale
+
     def close(self) -> None:
+        self._statistics.stop()
         self.erasures.stop()
         self._pool.close()
 

@@ -21,6 +21,7 @@ import pytest
 from engram_mcp.reference._ports import Scope, StoreTransaction
 from engram_mcp.reference._postgres import PostgresStore
 from engram_mcp.reference._postgres_queries import (
+    _CANDIDATE,
     SEARCH_SQL,
     PostgresReader,
     PostgresTransaction,
@@ -318,3 +319,36 @@ def test_each_transaction_begins_at_its_isolation_level(stores: list[PostgresSto
     assert store.transaction(settings) == ("read committed", "off")
     with store.snapshot() as reader:  # the same pooled connection, back to a snapshot
         assert settings(reader) == ("repeatable read", "on")
+
+
+def test_the_store_refreshes_planner_statistics_so_a_candidate_is_found_by_its_key(fresh_postgres_url: str) -> None:
+    """Where autovacuum does not run, a table never analyzed gives the planner no statistics, and it read the whole
+    scope through the (tenant, workspace, record_id) index to find one candidate: every capture and admission grew
+    with the store. The store analyzes what changed past autovacuum's own threshold."""
+    store = PostgresStore(fresh_postgres_url, background=False)
+    lookup = _CANDIDATE + "WHERE c.tenant = %s AND c.workspace = %s AND c.candidate_id = %s"
+    try:
+        with psycopg.connect(fresh_postgres_url, autocommit=True) as conn:
+            for table in ("candidates", "records"):  # as on a server with autovacuum off
+                conn.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
+            conn.execute(
+                "INSERT INTO candidates (tenant, workspace, candidate_id, principal, state, record_id, payload_digest,"
+                " created_cursor, created_ms) SELECT %s, %s, 'cand-' || n, 'agent', 'accepted', 'r-' || n, 'd-' || n,"
+                " n, n FROM generate_series(1, 3000) AS n", (SCOPE.tenant, SCOPE.workspace),
+            )
+            conn.execute("SELECT pg_stat_force_next_flush()")  # the counts of changed rows, published now
+            conn.execute("SELECT 1")
+
+            def plan() -> str:
+                rows = conn.execute("EXPLAIN " + lookup, (SCOPE.tenant, SCOPE.workspace, "cand-17")).fetchall()
+                return "\n".join(row[0] for row in rows)
+
+            before = plan()
+            analyzed = store.refresh_statistics()
+            after = plan()
+        assert "candidates" in analyzed, (analyzed, before)
+        assert "Index Scan using candidates_pkey on candidates" in after, after
+        assert "candidates_record" not in after, after
+        assert store.refresh_statistics() == []  # nothing changed since: nothing analyzed again
+    finally:
+        store.close()
