@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import os
 import platform
-import sqlite3
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engram_mcp.reference._sqlite import sqlite3
 from tools.bench._stats import ratio, summary_ms
 
 
@@ -78,7 +78,7 @@ def machine_facts() -> dict[str, Any]:
         rev = ""
     return {"cpu_count": os.cpu_count(), "python": sys.version.split()[0],
             "implementation": platform.python_implementation(), "platform": platform.platform(),
-            "sqlite": sqlite3.sqlite_version, "git_rev": rev or None}
+            "sqlite": sqlite3.sqlite_version, "git_rev": rev or None}  # sqlite: the build the store runs on
 
 
 def _number(value: Any, digits: int = 2) -> str:
