@@ -81,12 +81,14 @@ def _mutated(draw: st.DrawFn) -> tuple[str, Any]:
         for step in path[:-1]:
             parent = parent[step]
         action = draw(st.sampled_from(["replace", "delete", "add"]))
+        # A drawn value is copied: _AWKWARD's lists and dicts are shared, and a later step of this loop may add
+        # to one, which would change what every later example draws (hypothesis calls that flaky).
         if action == "delete" and isinstance(parent, dict):
             del parent[path[-1]]
         elif action == "add" and isinstance(parent, dict):
-            parent[draw(st.text(max_size=6))] = draw(_JSON)
+            parent[draw(st.text(max_size=6))] = copy.deepcopy(draw(_JSON))
         else:
-            parent[path[-1]] = draw(_JSON)
+            parent[path[-1]] = copy.deepcopy(draw(_JSON))
     return tool, arguments
 
 
@@ -94,6 +96,21 @@ def _mutated(draw: st.DrawFn) -> tuple[str, Any]:
 @given(_mutated())
 def test_mutated_arguments_get_the_same_verdict(mutated: tuple[str, Any]) -> None:
     _agree(*mutated)
+
+
+def test_generating_mutations_leaves_the_shared_values_as_they_were() -> None:
+    """A mutation that added to one of _AWKWARD's lists or dicts changed what later examples drew, which hypothesis
+    reports as a flaky strategy."""
+    shared = [value for value in _AWKWARD.elements if isinstance(value, (dict, list))]  # type: ignore[attr-defined]
+    before = copy.deepcopy(shared)
+
+    @settings(max_examples=600, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    @given(_mutated())
+    def generate(mutated: tuple[str, Any]) -> None:
+        pass
+
+    generate()
+    assert shared == before
 
 
 def _claims() -> dict[str, Any]:
