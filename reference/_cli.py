@@ -7,6 +7,7 @@ import logging
 import secrets
 import sys
 from pathlib import Path
+from typing import Any
 
 from engram_mcp.reference._config import ConfigError, load_config
 
@@ -18,7 +19,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="engram-reference",
         description="The reference MCP server for Engram memory over MCP, contract 1.0.0.",
     )
-    parser.add_argument("--version", action="version", version=_version_line())
+    parser.add_argument("--version", action=_VersionAction)
     commands = parser.add_subparsers(dest="command", required=True)
     init = commands.add_parser("init", help="write server.toml, conformance-profile.toml and keys into DIR")
     init.add_argument("directory", type=Path)
@@ -30,6 +31,19 @@ def _parser() -> argparse.ArgumentParser:
     verify = commands.add_parser("verify", help="check the store's integrity and the journals' hash chains")
     verify.add_argument("--config", type=Path, required=True)
     return parser
+
+
+class _VersionAction(argparse.Action):
+    """--version, with the version line looked up only when asked for: the lookup scans every installed
+    distribution, which each server start would otherwise pay."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **_: Any) -> None:
+        super().__init__(option_strings, dest=dest, default=argparse.SUPPRESS, nargs=0,
+                         help="show the version and the contract's, then exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        print(_version_line())
+        parser.exit()
 
 
 def _version_line() -> str:
