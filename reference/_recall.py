@@ -21,6 +21,7 @@ from engram_mcp.reference._ports import MemoryStore, Scope, StoredRecord, StoreR
 
 # Worst cases for the fields of a read that grow with the store: a cursor or a time at the largest safe integer.
 _LARGEST_INTEGER = 2**53 - 1
+_OVERHEADS_KEPT = 1024  # callers and id forms whose read overhead is remembered
 
 
 def epoch_ms(moment: datetime) -> int:
@@ -34,6 +35,7 @@ class Recall:
         self.store = store
         self.cursors = cursors
         self.contract = load()
+        self._overheads: dict[tuple[Any, ...], int] = {}  # readable_at_largest_budget's, per id form and caller
 
     def visible_record(self, reader: StoreReader, caller: Binding, rid: str, now: datetime) -> StoredRecord:
         """A record the caller may read now; NOT_FOUND through one path otherwise."""
@@ -68,21 +70,44 @@ class Recall:
     def readable_at_largest_budget(self, caller: Binding, record: dict[str, Any], now: datetime) -> bool:
         """Whether get, and a search page holding it alone, can serve this record at max_packet_bytes.max.
 
-        Both values are built as they would be, with every field that grows with
-        the store (cursors, times, ranks, counts) at its largest value.
+        Both values are the record's packet beside members whose size does not depend
+        on the record's content (digests, the largest cursors and times, its id); so a
+        value's size is the packet's plus an overhead, measured once per id form and
+        caller (``_overhead``), and the packet alone is serialised here.
         """
-        largest = self.contract.limit("max_packet_bytes.max")
-        packet = self.packet_of(record)
-        if _size(self._get_value(caller, packet, now, _LARGEST_INTEGER, _LARGEST_INTEGER)) > largest:
-            return False
+        return _size(self.packet_of(record)) + self._overhead(caller, record, now) <= self.contract.limit(
+            "max_packet_bytes.max")
+
+    def _overhead(self, caller: Binding, record: dict[str, Any], now: datetime) -> int:
+        """Bytes that get, or a one-record search page at its worst, add to a record's packet: the larger.
+
+        Measured on a skeleton of the record (its id and digest alone): every member
+        besides the packet's is of the same size for any record with ids of the same
+        lengths, and a packet's members join a value's without changing size.
+        """
+        rid, digest = record["record_id"], record["record_digest"]
+        key = (len(rid), len(digest), caller.tenant, caller.workspace, caller.principal, caller.purpose_ref)
+        found = self._overheads.get(key)
+        if found is None:
+            skeleton = self.packet_of({"record_id": rid, "record_digest": digest})
+            found = max(_size(value) for value in self._worst_values(caller, skeleton, now)) - _size(skeleton)
+            if len(self._overheads) >= _OVERHEADS_KEPT:
+                self._overheads.clear()
+            self._overheads[key] = found
+        return found
+
+    def _worst_values(self, caller: Binding, packet: dict[str, Any], now: datetime) -> list[dict[str, Any]]:
+        """get's value and a one-record search page's, with every field that grows with the store at its largest."""
         worst = _PageContext(
-            query="", purpose_ref=caller.purpose_ref, limit=self.contract.limit("search.limit.max"), budget=largest,
-            capability=DEFAULT_CAPABILITY, snapshot=_LARGEST_INTEGER, valid_as_of=_LARGEST_INTEGER,
-            ranked_ids=[record["record_id"]] * search_index.MAX_CANDIDATES, ordered_digest=ZERO_DIGEST,
+            query="", purpose_ref=caller.purpose_ref, limit=self.contract.limit("search.limit.max"),
+            budget=self.contract.limit("max_packet_bytes.max"), capability=DEFAULT_CAPABILITY,
+            snapshot=_LARGEST_INTEGER, valid_as_of=_LARGEST_INTEGER,
+            ranked_ids=[packet["record"]["record_id"]] * search_index.MAX_CANDIDATES, ordered_digest=ZERO_DIGEST,
             page_request=ZERO_DIGEST, now=now, candidates_digest=ZERO_DIGEST,  # a digest's size never varies
         )
         entry = {**packet, "score": _LONGEST_SCORE, "rank": search_index.MAX_CANDIDATES}
-        return _size(self._page_value(caller, worst, [entry], search_index.MAX_CANDIDATES)) <= largest
+        return [self._get_value(caller, packet, now, _LARGEST_INTEGER, _LARGEST_INTEGER),
+                self._page_value(caller, worst, [entry], search_index.MAX_CANDIDATES)]
 
     def _get_value(
         self, caller: Binding, packet: dict[str, Any], now: datetime, snapshot: int, valid_as_of: int

@@ -183,3 +183,41 @@ def test_a_page_whose_tail_is_oversized_ends_without_a_dangling_cursor(engines: 
     outcomes = list(pages(engines, word, limit=1, max_packet_bytes=4096))
     assert all(o.ok for o in outcomes), [o.code for o in outcomes]
     assert sum(len((o.value or {})["records"]) for o in outcomes) == 1
+
+
+# -- the readability check's measured overhead ---------------------------------------------------
+
+
+def built_verdict(engine: Engine, who: Binding, record: dict[str, Any]) -> bool:
+    """Readable at the largest budget, judged by building get's value and the worst one-record page in full."""
+    recall = engine.recall
+    return all(size(value) <= BUDGET_MAX for value in recall._worst_values(who, recall.packet_of(record), NOW))
+
+
+def padded(record: dict[str, Any], extra: int) -> dict[str, Any]:
+    components = [dict(c) for c in record["components"]]
+    components[-1]["text"] = components[-1]["text"] + "y" * extra
+    return {**record, "components": components}
+
+
+def test_the_measured_overhead_judges_every_size_as_building_both_answers_would(engines: Engines) -> None:
+    """One engine, so each overhead is measured once and then reused: across ids of other lengths and callers
+    whose fields differ, the verdict at, below and above the exact boundary is the one the full build gives."""
+    admitted = engines.admission(capture_args(f"Boundary record {marker()}."))
+    record = engines.call("engram_memory_get", get_args(admitted["record_id"])).value["record"]
+    callers = [caller(), Binding(tenant="tenant-with-a-much-longer-name", workspace="w", principal="p" * 40,
+                                 agent_id="a", session="s", purpose_ref=PURPOSE + "-longer", issuer="h", audience="a",
+                                 issued_at=0, expires_at=0, token_id="j")]
+    for id_suffix in ("", "-with-a-longer-id"):
+        judged = {**record, "record_id": record["record_id"] + id_suffix}
+        for who in callers:
+            low, high = 0, BUDGET_MAX  # the largest padding still readable, found by building both answers
+            while low < high:
+                middle = (low + high + 1) // 2
+                readable = built_verdict(engines.engine, who, padded(judged, middle))
+                low, high = (middle, high) if readable else (low, middle - 1)
+            assert 0 < low < BUDGET_MAX
+            for extra in (low - 1, low, low + 1, low + 2):
+                record_at = padded(judged, extra)
+                assert engines.engine.recall.readable_at_largest_budget(who, record_at, NOW) is built_verdict(
+                    engines.engine, who, record_at), f"the verdicts differ at {extra} bytes of padding ({id_suffix!r})"
