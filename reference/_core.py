@@ -98,13 +98,13 @@ class Engine:
         self.expire_pending(now)
         self.store.transaction(lambda tx: tx.purge_confirmations(purge_horizon(now)))
 
-    def expire_pending(self, now: datetime) -> int:
-        return self.lifecycle.expire_pending(now)
+    def expire_pending(self, now: datetime, *, even_if_quiet: bool = True) -> int:
+        return self.lifecycle.expire_pending(now, even_if_quiet=even_if_quiet)
 
     def _sweep(self, now: datetime) -> None:
         """Expire what is due before a mutation; a failed sweep is left to the next one, never the caller's failure."""
         try:
-            self.expire_pending(now)
+            self.expire_pending(now, even_if_quiet=False)
         except Exception:
             log.exception("expired pending candidates could not be swept")
 

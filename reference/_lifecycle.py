@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -99,6 +100,7 @@ class Lifecycle:
         self.digests = digests
         self.limits = limits
         self.readable = readable  # whether a record could be served at the largest packet budget
+        self.quiet = QuietWindow()  # until when no pending candidate can be due: the sweep before a mutation waits
 
     # -- the one mutation wrapper ------------------------------------------------------------
 
@@ -169,6 +171,7 @@ class Lifecycle:
                 cid, scope_of(caller), caller.principal, record["record_id"],
                 self.digests.stored(digest_of_payload, scope_of(caller)), cursor, sealed, epoch_ms(now),
             ))
+            self.quiet.shorten(epoch_ms(now) + 1000 * self.limits.expiry.pending_candidate_seconds)
             return {
                 "status": "committed_pending",
                 "candidate_id": cid,
@@ -321,16 +324,29 @@ class Lifecycle:
         created = found.created_ms
         return created is not None and created <= epoch_ms(now) - 1000 * self.limits.expiry.pending_candidate_seconds
 
-    def expire_pending(self, now: datetime) -> int:
+    def expire_pending(self, now: datetime, *, even_if_quiet: bool = True) -> int:
         """Shred, like a withdraw, the oldest pending candidates past their lifetime (one batch); how many.
 
         Each gets a journal event (pending to withdrawn, reason ``reason:pending-expired``)
-        and an erasure that the store settles in the background.
+        and an erasure that the store settles in the background. Before a mutation
+        (``even_if_quiet`` False) the store is not even asked while no candidate can be due.
         """
-        cutoff = epoch_ms(now) - 1000 * self.limits.expiry.pending_candidate_seconds
+        now_ms, lifetime_ms = epoch_ms(now), 1000 * self.limits.expiry.pending_candidate_seconds
+        cutoff = now_ms - lifetime_ms
+        if not even_if_quiet and self.quiet.holds(now_ms):
+            return 0
+        # Another process's candidate, made after this look, is due a lifetime after its making on a clock at most
+        # the skew behind: the window never reaches past that. This process's own shorten it as they are made.
+        horizon_ms = lifetime_ms - 1000 * BINDING_CLOCK_SKEW
+        generation = self.quiet.generation
         with self.store.snapshot() as reader:
-            if not reader.pending_due(cutoff, 1):
-                return 0
+            upcoming = reader.pending_due(cutoff + max(0, horizon_ms), 1)
+        due_ms = upcoming[0].created_ms + lifetime_ms if upcoming and upcoming[0].created_ms is not None else None
+        if due_ms is None or due_ms > now_ms:
+            if horizon_ms > 0:
+                quiet_until = now_ms + horizon_ms
+                self.quiet.settle(generation, quiet_until if due_ms is None else min(quiet_until, due_ms))
+            return 0
 
         def unit(tx: StoreTransaction) -> int:
             due = tx.pending_due(cutoff, EXPIRY_BATCH)
@@ -444,3 +460,28 @@ def purge_horizon(now: datetime) -> str:
     # replica that purges may run on a clock that far ahead of the one that honoured the reference.
     return instant(now - timedelta(seconds=CONFIRMATION_TTL_MAX + 3 * BINDING_CLOCK_SKEW))
 
+
+class QuietWindow:
+    """Until when (epoch ms) no pending candidate can be due, as last seen, for the sweep before each mutation.
+
+    A look at the store settles the window only if no candidate was made meanwhile (the generation
+    moved), so a look taken before a candidate committed never hides that candidate's expiry.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._until_ms = 0
+        self.generation = 0
+
+    def holds(self, now_ms: int) -> bool:
+        return now_ms < self._until_ms
+
+    def shorten(self, due_ms: int) -> None:
+        with self._lock:
+            self.generation += 1
+            self._until_ms = min(self._until_ms, due_ms)
+
+    def settle(self, generation: int, until_ms: int) -> None:
+        with self._lock:
+            if generation == self.generation:
+                self._until_ms = until_ms

@@ -32,6 +32,7 @@ from engram_mcp.reference._crypto import AesGcmCipher
 from engram_mcp.reference._envelope import Outcome
 from engram_mcp.reference._policy import AcceptAll
 from engram_mcp.reference._quotas import CallWindow, Expiry, Quota, Quotas, ResourceLimits
+from engram_mcp.reference._sqlite_tx import SqliteTransaction
 from engram_mcp.reference._store import Store
 from tests.reference.conftest import (
     CONTRACT,
@@ -206,9 +207,61 @@ def test_an_expired_pending_candidate_is_shredded_like_a_withdraw(make: Any) -> 
 def test_a_candidate_past_its_lifetime_is_never_admitted_even_before_the_sweep(make: Any) -> None:
     engines = make(limits(pending_candidate_seconds=60))
     cid = engines.capture(now=NOW).value["candidate_id"]
-    engines.engine.expire_pending = lambda now: 0  # no sweep at all
+    engines.engine.expire_pending = lambda now, **_: 0  # no sweep at all
     late = engines.call("engram_memory_request_admission", admission_args(cid), now=NOW + timedelta(seconds=61))
     assert late.code == "NOT_FOUND"
+
+
+def _count_looks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Every look for due pending candidates the store is asked for, by its cutoff."""
+    looks: list[int] = []
+    original = SqliteTransaction.pending_due
+
+    def counted(self: SqliteTransaction, created_before_ms: int, limit: int) -> Any:
+        looks.append(created_before_ms)
+        return original(self, created_before_ms, limit)
+
+    monkeypatch.setattr(SqliteTransaction, "pending_due", counted)
+    return looks
+
+
+def _state(engines: Engines, candidate_id: str) -> str:
+    row = engines.store._db.execute("SELECT state FROM candidates WHERE candidate_id = ?", (candidate_id,)).fetchone()
+    return str(row["state"])
+
+
+def test_the_sweep_before_a_mutation_asks_the_store_only_once_a_candidate_can_be_due(
+    make: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engines = make(limits(pending_candidate_seconds=60))
+    looks = _count_looks(monkeypatch)
+    at = lambda seconds: NOW + timedelta(seconds=seconds)  # noqa: E731
+    first = engines.capture(now=at(0)).value["candidate_id"]
+    assert len(looks) == 1, "the first mutation looks"
+    engines.capture(now=at(30))
+    assert len(looks) == 1, "nothing can be due for a lifetime less the clock skew: no look"
+    engines.capture(now=at(60 - BINDING_CLOCK_SKEW + 1))
+    assert len(looks) == 2, "past the window it looks again, and finds the first candidate due at 60 s"
+    engines.capture(now=at(59))
+    assert len(looks) == 2 and _state(engines, first) == "pending"
+    engines.capture(now=at(61))
+    assert _state(engines, first) == "withdrawn", "not shredded as soon as it was due"
+
+
+def test_a_candidate_another_process_made_is_swept_once_due(make: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    engines = make(limits(pending_candidate_seconds=60))
+    other = Engines(engines.store.path, limits(pending_candidate_seconds=60))  # a second server on the same file
+    try:
+        looks = _count_looks(monkeypatch)
+        engines.capture(now=NOW)  # looks: nothing pending, so quiet for the lifetime less the skew
+        # Made after that look, on a clock 2 s behind (within the skew): due at 58 s on this one's clock.
+        theirs = other.capture(now=NOW - timedelta(seconds=2)).value["candidate_id"]
+        engines.capture(now=NOW + timedelta(seconds=50))
+        assert len(looks) == 2, "each engine looked once"
+        engines.capture(now=NOW + timedelta(seconds=59))
+        assert _state(engines, theirs) == "withdrawn", "the other process's candidate was left past its lifetime"
+    finally:
+        other.store.close()
 
 
 # -- confirmation states ---------------------------------------------------------------------
