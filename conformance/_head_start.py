@@ -1,16 +1,17 @@
-"""Head starts: the opening half of a check that waits for a clock, done as its era begins.
+"""Head starts: the opening half of a check that waits for a clock, done as the run's first check begins.
 
 Some checks must let time pass between two calls: a retention's ``expires_at``,
 a confirmation state's TTL. Waiting inside the check idles the whole run, so
 such a check registers its opening calls with ``@head_start(check_id)``; the
-plugin begins every selected one when the first check of the era runs, their
-clocks run while other checks do, and the check itself waits only what is left
-(usually nothing). The check still makes every call and every assertion it
-made before; only the idle time overlaps.
+plugin begins every selected one, in every era, when the run's first check
+runs; their clocks run while the other checks do (the suite orders those
+first), and the check itself waits only what is left (usually nothing). The
+check still makes every call and every assertion it made before; only the idle
+time overlaps.
 
 What an opening raised (BLOCKED, SKIP, an assertion) is raised again in its
 check, so the check concludes exactly as if it had opened itself. A check that
-finds no head start (a run where its era began elsewhere) opens at its own time.
+finds no head start opens at its own time.
 """
 
 from __future__ import annotations
@@ -27,13 +28,17 @@ _OPENINGS: dict[str, Opening] = {}  # check id -> its opening calls
 
 
 def head_start(check_id: str) -> Callable[[Opening], Opening]:
-    """Register ``opening(world)`` as the part of ``check_id`` to run when its era begins."""
+    """Register ``opening(world)`` as the part of ``check_id`` to run as the run's first check begins."""
 
     def register(opening: Opening) -> Opening:
         _OPENINGS[check_id] = opening
         return opening
 
     return register
+
+
+def has_head_start(check_id: str) -> bool:
+    return check_id in _OPENINGS
 
 
 def seconds_since(started: float) -> float:

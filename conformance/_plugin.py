@@ -12,15 +12,16 @@ session ends. The judged exit code is ``Run.exit_code``, returned by
 from __future__ import annotations
 
 import os
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from engram_mcp.conformance._background import on_a_clock
 from engram_mcp.conformance._checks import Blocked, NotApplicable, Status, set_deep, take_pins
-from engram_mcp.conformance._connect import ERAS, parse_target
+from engram_mcp.conformance._connect import ERAS, Connection, parse_target
 from engram_mcp.conformance._host import ReferenceConfirmation, host_from_profile, references_from_profile
 from engram_mcp.conformance._preflight import preflight
 from engram_mcp.conformance._profile import Profile, ProfileError, load_profile
@@ -225,25 +226,43 @@ def world(request: pytest.FixtureRequest, harness: Run, era: str, evidence: Evid
     if harness.connection(era).stalled:
         raise Blocked(f"the target stopped answering in the {era} era: it did not answer several calls in a row "
                       f"within {harness.timeout:g} s each (--call-timeout)")
-    conn = harness.connection(era)
+    # The run's first check opens, in every era, the head starts, so their waits overlap the rest, and queues the
+    # background checks.
+    for each in harness.connections:
+        if not (harness.connection(each).lost or harness.connection(each).stalled):
+            _begin_clocks(harness, each, request.session.items)
+    marked = _check_marker(request.node)
+    if marked is not None and on_a_clock(marked[0]):
+        harness.background.start()  # the first check on a clock: every other check has ended (the suite's order)
+    return _world_maker(harness, harness.connection(era))(evidence)
+
+
+def _world_maker(harness: Run, conn: Connection) -> Callable[[Evidence], World]:
+    """Worlds on ``conn`` (one per check, each with its evidence); set to confirm by reference where it must."""
     if harness.references is not None and "server-initiated" not in harness.profile.confirmation_modes:
         conn.confirm_by_reference = ReferenceConfirmation(harness.references, harness.profile)
-
-    def make_world(seen: Evidence) -> World:
-        return World(conn, harness.host, harness.confirmer, harness.profile, seen, references=harness.references)
-
-    # The era's first check opens the checks that wait for a clock, so their waits overlap the checks between.
-    harness.head_starts.begin(era, _checks_in_era(request.session.items, era), make_world)
-    return make_world(evidence)
+    return lambda seen: World(conn, harness.host, harness.confirmer, harness.profile, seen,
+                              references=harness.references)
 
 
-def _checks_in_era(items: Sequence[pytest.Item], era: str) -> set[str]:
-    found = set()
+def _begin_clocks(harness: Run, era: str, items: Sequence[pytest.Item]) -> None:
+    """Begin the era's head starts on its session and queue its background checks (once)."""
+    if era in harness.clocks_begun:
+        return
+    harness.clocks_begun.add(era)
+    cases = _cases_in_era(items, era)
+    harness.head_starts.begin(era, {check_id for check_id, _ in cases}, _world_maker(harness, harness.connection(era)))
+    harness.background.begin(era, cases, lambda: _world_maker(harness, harness.background_session(era)))
+
+
+def _cases_in_era(items: Sequence[pytest.Item], era: str) -> list[tuple[str, dict[str, Any]]]:
+    """The era's checks in run order: (check id, the case's parameters)."""
+    found = []
     for item in items:
         marked = _check_marker(item)
         callspec = getattr(item, "callspec", None)
         if marked is not None and callspec is not None and callspec.params.get("era") == era:
-            found.add(marked[0])
+            found.append((marked[0], dict(callspec.params)))
     return found
 
 

@@ -6,8 +6,11 @@ once, instead of every check being blocked in turn.
 
 from __future__ import annotations
 
+import threading
+from typing import Any
+
 from engram_mcp.conformance._connect import Connection, EraUnsupported, TargetUnreachable
-from engram_mcp.conformance._run import Run, ServerInfo
+from engram_mcp.conformance._run import Run, ServerInfo, as_era
 from engram_mcp.contract import load
 
 
@@ -16,28 +19,32 @@ def preflight(run: Run) -> None:
 
     Fills the run's connections, the server's identity per era, the eras it
     refuses and, when nothing can be judged, ``run.unreachable`` with why.
+    The eras open side by side (a target may take seconds to start); what
+    each one said is then judged in era order.
     """
+    opened = _open_side_by_side(run)
     for era in run.eras:
-        conn = Connection(run.target, era, run.confirmer, timeout=run.timeout)
-        try:
-            handshake = conn.open()
-        except EraUnsupported as refusal:
-            run.unsupported_eras[era] = str(refusal)
+        conn, handshake = opened[era]
+        if isinstance(handshake, EraUnsupported):
+            run.unsupported_eras[era] = str(handshake)
             conn.close()
             continue
-        except TargetUnreachable as problem:
+        if isinstance(handshake, TargetUnreachable):
             # The message carries the cause and the tail of the target's stderr (_connect.Connection._diagnose).
             conn.close()
             if run.connections:  # another era works, so the target fails this era only: skip it, with why
-                run.unsupported_eras[era] = str(problem)
+                run.unsupported_eras[era] = str(handshake)
                 continue
-            first, _, rest = str(problem).partition("\n")
+            first, _, rest = str(handshake).partition("\n")
             run.unreachable = f"{first} [{era} era]" + (f"\n{rest}" if rest else "")
             break
         run.connections[era] = conn
         info = ServerInfo.from_handshake(era, handshake)
         if info is not None:
             run.server_info[era] = info
+    for each, (conn, _) in opened.items():
+        if run.connections.get(each) is not conn:
+            conn.close()  # refused, or never judged after an unreachable era: closing twice is harmless
     if not run.unreachable and not run.connections:
         run.unreachable = "the target speaks none of the selected protocol eras: " + "; ".join(
             f"{era}: {why}" for era, why in run.unsupported_eras.items())
@@ -58,6 +65,36 @@ BINDING_REFUSED = ("the target refuses this profile's binding — check audience
 HOW_TO_PROFILE = ("a host profile (--profile FILE) unlocks the checks that need a host identity: signed bindings, "
                   "discovery per principal, and every call of the six tools. `engram-reference init DIR` writes an "
                   "example (DIR/conformance-profile.toml); spec/profile.md documents every key")
+
+
+Opening = tuple[Connection, "dict[str, Any] | EraUnsupported | TargetUnreachable"]
+
+
+def _open_side_by_side(run: Run) -> dict[str, Opening]:
+    """Every era's connection with its handshake, or the refusal that stopped it."""
+    opened: dict[str, Opening] = {}
+    crashed: list[BaseException] = []
+
+    def open_era(era: str) -> None:
+        conn = Connection(run.target, as_era(era), run.confirmer, timeout=run.timeout)
+        try:
+            opened[era] = (conn, conn.open())
+        except (EraUnsupported, TargetUnreachable) as refusal:
+            opened[era] = (conn, refusal)
+        except BaseException as problem:  # a harness fault: raised again below, in the run's own thread
+            conn.close()
+            crashed.append(problem)
+
+    threads = [threading.Thread(target=open_era, args=(era,), name=f"preflight-{era}") for era in run.eras]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if crashed:
+        for conn, _ in opened.values():
+            conn.close()
+        raise crashed[0]
+    return opened
 
 
 def _binding_refused(run: Run) -> str | None:

@@ -39,6 +39,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from engram_mcp.conformance._background import Background
 from engram_mcp.conformance._checks import Status
 from engram_mcp.conformance._connect import ERAS, Connection, Era, Target
 from engram_mcp.conformance._findings import is_bundled_reference
@@ -174,6 +175,8 @@ class Run:
     _closed: bool = False  # the run has ended: no session opens any more
     references: ConfirmationReferences | None = None  # the host-reference mode, when the profile declares it
     head_starts: HeadStarts = field(default_factory=HeadStarts)  # checks opened early so their waits overlap
+    background: Background = field(default_factory=Background)  # checks run whole on a session of their own
+    clocks_begun: set[str] = field(default_factory=set)  # eras whose head starts and background checks have begun
 
     def __post_init__(self) -> None:
         if not self.transports:
@@ -226,6 +229,13 @@ class Run:
                 self.raw_sessions[era] = session
             return self.raw_sessions[era]
 
+    def background_session(self, era: str) -> Connection:
+        """A new session for one background check (``_background``), which answers elicitations."""
+        with self._extra_lock:
+            if self._closed:
+                raise RuntimeError("the run is over: no session opens now")
+            return self.open_extra(era, elicitation=True)
+
     def session_without_elicitation(self, era: str) -> Connection:
         """The one extra session per era that declares no elicitation capability (opened once)."""
         with self._extra_lock:
@@ -254,7 +264,11 @@ class Run:
         # Waits for a session being opened in the background, so that it is closed too.
         with self._raw_lock, self._extra_lock:
             self._closed = True
-        for conn in [*self.connections.values(), *self.extra]:
-            conn.close()
-        for session in self.raw_sessions.values():
-            session.close()
+        # Side by side: each waits for its target process to exit.
+        sessions: list[Connection | RawSession] = [*self.connections.values(), *self.extra,
+                                                   *self.raw_sessions.values()]
+        closing = [threading.Thread(target=session.close, name="close-session") for session in sessions]
+        for thread in closing:
+            thread.start()
+        for thread in closing:
+            thread.join()

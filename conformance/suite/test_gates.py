@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from engram_mcp.conformance._background import in_background
 from engram_mcp.conformance._checks import Blocked, check, needs_deep, not_applicable, require
 from engram_mcp.conformance._connect import Connection, Reply
 from engram_mcp.conformance._profile import ScopeProfile
@@ -256,9 +257,18 @@ def test_a_refused_confirmation_changes_nothing(world: World, tool: str, answer:
     assert_unchanged(world, tool, arguments)
 
 
-@check("gate.unanswered", "EMC-GATE-001", "EMC-GATE-004", "EMC-HP-032", "EMC-HP-037")
-def test_a_confirmation_not_given_in_time_fails(world: World) -> None:
-    """Legacy: no answer within the TTL is gate_failed. 2026-07-28: a state answered after its TTL is gate_failed."""
+UNANSWERED = "gate.unanswered"
+
+
+@check(UNANSWERED, "EMC-GATE-001", "EMC-GATE-004", "EMC-HP-032", "EMC-HP-037")
+def test_a_confirmation_not_given_in_time_fails(harness: Run, world: World) -> None:
+    """Legacy: no answer within the TTL is gate_failed. 2026-07-28: a state answered after its TTL is gate_failed.
+    Mostly a wait for the TTL: it runs on a session of its own beside the other waiting checks (_background)."""
+    harness.background.take(UNANSWERED, world)
+
+
+@in_background(UNANSWERED)
+def confirmation_not_given_in_time(world: World) -> None:
     scope = world.primary
     ttl = ttl_or_skip(world, scope)
     arguments = withdraw_arguments(pending_candidate(world))

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from engram_mcp.conformance._background import in_background
 from engram_mcp.conformance._checks import check, not_applicable, require
 from engram_mcp.conformance._connect import Reply
 from engram_mcp.conformance._head_start import head_start
@@ -187,11 +188,20 @@ def _require_a_wait(world: World) -> None:
                        "so nothing holds it in flight for a late deadline or a cancellation to reach")
 
 
-@check("host.deadline-during-confirmation", "EMC-HOST-015", "EMC-HP-055")
-def test_a_deadline_that_passes_during_the_confirmation_stops_the_mutation(world: World) -> None:
+DEADLINE_DURING_CONFIRMATION = "host.deadline-during-confirmation"
+
+
+@check(DEADLINE_DURING_CONFIRMATION, "EMC-HOST-015", "EMC-HP-055")
+def test_a_deadline_that_passes_during_the_confirmation_stops_the_mutation(harness: Run, world: World) -> None:
     """A deadline that passes while the human decides stops the mutation: DEADLINE_EXCEEDED, nothing is committed,
     and a retry with the same key is a first execution. In the legacy era the server judges it again once the
-    answer comes; in 2026-07-28 the answer comes on a retry whose own binding carries the passed deadline."""
+    answer comes; in 2026-07-28 the answer comes on a retry whose own binding carries the passed deadline. Mostly
+    a wait for the late answer: it runs on a session of its own beside the other waiting checks (_background)."""
+    harness.background.take(DEADLINE_DURING_CONFIRMATION, world)
+
+
+@in_background(DEADLINE_DURING_CONFIRMATION)
+def deadline_during_confirmation(world: World) -> None:
     _require_a_wait(world)
     scope = world.primary
     principal = world.principal(scope, {CAPTURE, WITHDRAW})
@@ -239,7 +249,7 @@ def _answered_after_the_deadline(world: World, scope: ScopeProfile, principal: s
 
 
 # Seconds ahead: room to commit on a server whose clock runs up to the skew ahead, with the skew again to spare for a
-# slow answer; the check opens as its era begins, so its wait overlaps other checks.
+# slow answer; the check opens as the run begins, so its wait overlaps other checks.
 COMMIT_AHEAD = 2 * SKEW + 2.0
 
 
@@ -248,7 +258,7 @@ DEADLINE_AFTER_COMMIT = "host.deadline-after-commit"
 
 @head_start(DEADLINE_AFTER_COMMIT)
 def capture_under_a_near_deadline(world: World) -> tuple[float, dict[str, Any], Reply, ScopeProfile, str]:
-    """The capture whose deadline lies COMMIT_AHEAD ahead, sent as the era begins so that the wait for its deadline
+    """The capture whose deadline lies COMMIT_AHEAD ahead, sent as the run begins so that the wait for its deadline
     overlaps other checks: (its deadline, its arguments, its reply, the scope and the principal)."""
     scope = world.primary
     principal = world.principal(scope, {CAPTURE})
@@ -320,12 +330,21 @@ def _allowed_cancel_answer(answer: dict[str, Any] | None) -> bool:
             and (envelope.get("error") or {}).get("code") == "CANCELLED")
 
 
-@check("host.cancel-before-commit", "EMC-HOST-016", "EMC-HP-056")
+CANCEL_BEFORE_COMMIT = "host.cancel-before-commit"
+
+
+@check(CANCEL_BEFORE_COMMIT, "EMC-HOST-016", "EMC-HP-056")
 @pytest.mark.parametrize("tool", [WITHDRAW, FORGET], ids=lambda t: t.removeprefix("engram_memory_"))
-def test_a_call_cancelled_before_it_commits_changes_nothing(world: World, tool: str) -> None:
+def test_a_call_cancelled_before_it_commits_changes_nothing(harness: Run, world: World, tool: str) -> None:
     """notifications/cancelled while the server waits for the confirmation: the cancelled request gets no answer,
     -32800 or a CANCELLED envelope; the approval, answered after the cancellation, is no usable confirmation (it
-    commits nothing); and a retry with the same key is a first execution."""
+    commits nothing); and a retry with the same key is a first execution. Mostly a wait for the late approval: it
+    runs on a session of its own beside the other waiting checks (_background)."""
+    harness.background.take(CANCEL_BEFORE_COMMIT, world, tool=tool)
+
+
+@in_background(CANCEL_BEFORE_COMMIT)
+def cancel_before_commit(world: World, tool: str) -> None:
     if world.era == "modern":
         not_applicable(NO_CANCEL_WINDOW)
     _require_a_wait(world)
