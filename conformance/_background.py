@@ -26,19 +26,28 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engram_mcp.conformance._head_start import has_head_start
+from engram_mcp.conformance._profile import Profile
 from engram_mcp.conformance._world import Evidence, World
 
 Body = Callable[..., Any]  # body(world, **params): the check's calls and assertions
+Applies = Callable[[str, Profile, dict[str, Any]], bool]  # (era, profile, params) -> whether the case can apply
 _BODIES: dict[str, Body] = {}  # check id -> its body
+_APPLIES: dict[str, Applies] = {}  # check id -> whether a case is worth a session of its own
 Params = tuple[tuple[str, Any], ...]  # a case's parameters without its era, sorted by name
 SESSION_NOTE = "background_session"  # evidence key: the body ran on a session of its own
 
 
-def in_background(check_id: str) -> Callable[[Body], Body]:
-    """Register ``body(world, **params)`` as ``check_id``'s whole run, to be started with the checks on a clock."""
+def in_background(check_id: str, *, applies: Applies | None = None) -> Callable[[Body], Body]:
+    """Register ``body(world, **params)`` as ``check_id``'s whole run, to be started with the checks on a clock.
+
+    ``applies(era, profile, params)``, when given, says beforehand whether a case can do more than find itself
+    not applicable; a case for which it is false gets no session of its own and runs in place (it ends at once).
+    """
 
     def register(body: Body) -> Body:
         _BODIES[check_id] = body
+        if applies is not None:
+            _APPLIES[check_id] = applies
         return body
 
     return register
@@ -75,16 +84,20 @@ class Background:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def begin(self, era: str, cases: Iterable[tuple[str, dict[str, Any]]],
-              open_world: Callable[[], Callable[[Evidence], World]]) -> None:
-        """Queue the registered bodies among ``cases`` (check id, its parameters); each will open its session with
-        ``open_world`` (a World maker for a new session). Once per era."""
+              open_world: Callable[[], Callable[[Evidence], World]], profile: Profile | None = None) -> None:
+        """Queue the registered bodies among ``cases`` (check id, its parameters) that can apply under ``profile``
+        (every one without a profile); each will open its session with ``open_world`` (a World maker for a new
+        session). Once per era."""
         with self._lock:
             if era in self._begun_eras:
                 return
             self._begun_eras.add(era)
             for check_id, params in cases:
                 key = (era, check_id, case_key(params))
-                if check_id in _BODIES and key not in self._jobs:
+                applies = _APPLIES.get(check_id)
+                if check_id not in _BODIES or key in self._jobs:
+                    continue
+                if applies is None or profile is None or applies(era, profile, dict(key[2])):
                     self._jobs[key] = _Job(check_id, key[2], open_world)
 
     def start(self) -> None:

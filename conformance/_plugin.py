@@ -252,7 +252,8 @@ def _begin_clocks(harness: Run, era: str, items: Sequence[pytest.Item]) -> None:
     harness.clocks_begun.add(era)
     cases = _cases_in_era(items, era)
     harness.head_starts.begin(era, {check_id for check_id, _ in cases}, _world_maker(harness, harness.connection(era)))
-    harness.background.begin(era, cases, lambda: _world_maker(harness, harness.background_session(era)))
+    harness.background.begin(era, cases, lambda: _world_maker(harness, harness.background_session(era)),
+                             harness.profile)
 
 
 def _cases_in_era(items: Sequence[pytest.Item], era: str) -> list[tuple[str, dict[str, Any]]]:

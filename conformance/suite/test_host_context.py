@@ -20,7 +20,7 @@ from engram_mcp.conformance._background import in_background
 from engram_mcp.conformance._checks import check, not_applicable, require
 from engram_mcp.conformance._connect import Reply
 from engram_mcp.conformance._head_start import head_start
-from engram_mcp.conformance._profile import ScopeProfile
+from engram_mcp.conformance._profile import Profile, ScopeProfile
 from engram_mcp.conformance._run import Run
 from engram_mcp.conformance._world import World, capture_arguments, fresh_key, unknown_record
 from engram_mcp.contract import load
@@ -179,10 +179,14 @@ def test_a_passed_deadline_changes_nothing(world: World, tool: str) -> None:
     assert _fresh_run(retry, tool), "the call refused for its deadline had taken effect: its retry was a replay"
 
 
+def _waits_for_the_host(profile: Profile) -> bool:
+    return "server-initiated" in profile.confirmation_modes
+
+
 def _require_a_wait(world: World) -> None:
     """Only the server-initiated mode makes a server wait for the host within a call; a target confirmed by
     host reference alone commits at once, so it holds no window for a late deadline or a cancellation."""
-    if "server-initiated" not in world.profile.confirmation_modes:
+    if not _waits_for_the_host(world.profile):
         not_applicable("the profile declares only the host-reference confirmation mode: the server never waits for "
                        "the host within a call, and a call confirmed by reference is verified and committed at once, "
                        "so nothing holds it in flight for a late deadline or a cancellation to reach")
@@ -200,7 +204,7 @@ def test_a_deadline_that_passes_during_the_confirmation_stops_the_mutation(harne
     harness.background.take(DEADLINE_DURING_CONFIRMATION, world)
 
 
-@in_background(DEADLINE_DURING_CONFIRMATION)
+@in_background(DEADLINE_DURING_CONFIRMATION, applies=lambda era, profile, params: _waits_for_the_host(profile))
 def deadline_during_confirmation(world: World) -> None:
     _require_a_wait(world)
     scope = world.primary
@@ -343,7 +347,8 @@ def test_a_call_cancelled_before_it_commits_changes_nothing(harness: Run, world:
     harness.background.take(CANCEL_BEFORE_COMMIT, world, tool=tool)
 
 
-@in_background(CANCEL_BEFORE_COMMIT)
+@in_background(CANCEL_BEFORE_COMMIT,
+               applies=lambda era, profile, params: era != "modern" and _waits_for_the_host(profile))
 def cancel_before_commit(world: World, tool: str) -> None:
     if world.era == "modern":
         not_applicable(NO_CANCEL_WINDOW)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -26,6 +27,7 @@ class FakeWorld:
 def ran(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str]]:
     """Registers bodies for the test only; returns the log of (check, case, session) each ran with."""
     monkeypatch.setattr(_background, "_BODIES", {})
+    monkeypatch.setattr(_background, "_APPLIES", {})
     log: list[tuple[str, str, str]] = []
 
     @in_background("demo.waits")
@@ -33,6 +35,11 @@ def ran(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str]]:
         log.append(("demo.waits", tool, world.session))
         world.evidence.add("tool", tool)
         return f"{tool}-on-{world.session}"
+
+    @in_background("demo.legacy-only",
+                   applies=lambda era, profile, params: era == "legacy" and bool(profile.confirmation_modes))
+    def legacy_only(world: Any) -> None:
+        log.append(("demo.legacy-only", "", world.session))
 
     @in_background("demo.refused")
     def refused(world: Any) -> None:
@@ -139,6 +146,34 @@ def test_each_era_and_case_is_its_own_job_and_an_era_begins_once(ran: list[Any])
     assert sorted(tool for _, tool, _ in ran) == ["forget", "withdraw"]
     # Another era's check finds no job of its own: it runs in place.
     assert background.take("demo.waits", FakeWorld("modern", "main"), tool="forget") == "forget-on-main"  # type: ignore[arg-type]
+
+
+def test_a_case_that_cannot_apply_gets_no_session_and_runs_in_place(ran: list[Any]) -> None:
+    """A check not applicable under the era or the profile ends at once in place: opening a session for it (a
+    stdio target started again) would only cost time."""
+    opened: list[str] = []
+
+    def counting(era: str) -> Any:
+        def open_session() -> Any:
+            opened.append(era)
+            return _side_session(era)()
+
+        return open_session
+
+    applies, refuses = SimpleNamespace(confirmation_modes=("server-initiated",)), SimpleNamespace(confirmation_modes=())
+    background = Background()
+    background.begin("legacy", [("demo.legacy-only", {})], counting("legacy"), applies)  # type: ignore[arg-type]
+    background.begin("modern", [("demo.legacy-only", {})], counting("modern"), applies)  # type: ignore[arg-type]
+    other = Background()
+    other.begin("legacy", [("demo.legacy-only", {})], counting("legacy"), refuses)  # type: ignore[arg-type]
+    background.start()
+    other.start()
+    _wait_for(background, "legacy", "demo.legacy-only")
+    assert opened == ["legacy"], "a case that cannot apply was given a session of its own"
+    background.take("demo.legacy-only", FakeWorld("modern", "main"))  # type: ignore[arg-type]
+    other.take("demo.legacy-only", FakeWorld("legacy", "main"))  # type: ignore[arg-type]
+    assert sorted(ran) == [("demo.legacy-only", "", "main"), ("demo.legacy-only", "", "main"),
+                           ("demo.legacy-only", "", "side")]
 
 
 class FakeItem:
