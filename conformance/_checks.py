@@ -2,10 +2,11 @@
 
 A check is a test function of the suite marked with ``@check(id, *requirements)``.
 It ends PASS, FAIL (an assertion about the target failed), WARN (the same, when
-every requirement it covers is a SHOULD), SKIP (not applicable per the
-profile), BLOCKED (a prerequisite failed, so the check could not be judged),
-ERROR (the harness or the environment failed — never blamed on the target) or
-XFAIL (a failure the baseline expects).
+every requirement it covers is a SHOULD), PIN (only requirements the run's level
+does not score failed: this project's profile pins, at the contract level),
+SKIP (not applicable per the profile), BLOCKED (a prerequisite failed, so the
+check could not be judged), ERROR (the harness or the environment failed — never
+blamed on the target) or XFAIL (a failure the baseline expects).
 
 A SKIP counts as *not exercised*: a scored MUST it leaves unjudged makes the run
 incomplete, with the SKIP message as the reason, so that message says what would
@@ -38,6 +39,7 @@ class Status(str, Enum):  # noqa: UP042 - StrEnum would change how statuses form
     ERROR = "ERROR"
     XFAIL = "XFAIL"
     XPASS = "XPASS"  # a baseline entry that now passes: the baseline is stale
+    PIN = "PIN"  # what the check judged held at the run's level; only this project's profile pins did not
 
 
 # Worst first: a requirement's verdict is the worst status among its checks.
@@ -47,6 +49,7 @@ SEVERITY = [
     Status.XPASS,
     Status.BLOCKED,
     Status.WARN,
+    Status.PIN,
     Status.XFAIL,
     Status.PASS,
     Status.SKIP,

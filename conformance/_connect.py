@@ -29,6 +29,7 @@ from mcp.shared.message import SessionMessage
 from pydantic import TypeAdapter
 
 from engram_mcp.conformance._host import Answer, Confirmer
+from engram_mcp.conformance._tracker import Intent, Sent, Tracker, with_intent
 
 Era = Literal["legacy", "modern"]
 ERAS: tuple[Era, ...] = ("legacy", "modern")
@@ -153,6 +154,7 @@ class Reply:
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     elapsed: float = 0.0
+    judgement: Any = None  # the contract model's judgement of a tools/call (see _tracker), when the host could give one
 
     @property
     def envelope(self) -> Any:
@@ -181,9 +183,11 @@ class Connection:
     """One session with the target in one protocol era."""
 
     def __init__(
-        self, target: Target, era: Era, confirmer: Confirmer, *, elicitation: bool = True, timeout: float = 30.0
+        self, target: Target, era: Era, confirmer: Confirmer, *, elicitation: bool = True, timeout: float = 30.0,
+        tracker: Tracker | None = None,
     ) -> None:
         self.target, self.era, self.confirmer = target, era, confirmer
+        self.tracker = tracker  # the contract model judging every tools/call of the run
         self.elicitation, self.timeout = elicitation, timeout
         self.answer: Answer = "accept"
         self.silence_seconds = 0.0
@@ -414,10 +418,12 @@ class Connection:
 
     def call(self, tool: str, arguments: Any, meta: Mapping[str, Any] | None, *, answer: Answer = "accept",
              input_responses: Mapping[str, Any] | None = None, request_state: str | None = None,
-             timeout: float | None = None, as_host: bool = True) -> Reply:
+             timeout: float | None = None, as_host: bool = True, intent: Intent | None = None) -> Reply:
         """tools/call with exactly these arguments; in the legacy era ``answer`` answers any elicitation.
-        ``as_host=False`` sends ``meta`` untouched, even to a target that confirms by host reference only."""
+        ``as_host=False`` sends ``meta`` untouched, even to a target that confirms by host reference only.
+        ``intent`` tells the run's contract model what the host meant by the call (see _tracker)."""
         self.answer = answer
+        asked_before, started = self.elicitations, time.time()
         if as_host and meta is not None and self.confirm_by_reference is not None:
             meta = self.confirm_by_reference(tool, arguments, dict(meta), answer)
         # model_construct: the harness must be able to send arguments no schema would allow.
@@ -429,5 +435,12 @@ class Connection:
             meta=dict(meta) if meta is not None else None,
         )
         reply = self._send(types.CallToolRequest.model_construct(method="tools/call", params=params), timeout)
+        if self.tracker is not None:
+            asked = (self.elicitations > asked_before or reply.kind == "input_required"
+                     or (self.era == "modern" and input_responses is not None))
+            sent = Sent(self.era, tool, arguments, meta, answer, input_responses, request_state,
+                        self.confirmer.input_responses("accept"), reply.kind, reply.result, reply.error, asked,
+                        started, intent, self.elicitation)
+            reply = with_intent(reply, self.tracker.observe(sent))
         self.calls.append((tool, reply))
         return reply

@@ -39,7 +39,8 @@ SHOWN_FAILURES = 40  # the reports list every one; the console shows the first o
 MESSAGE_WIDTH = 160
 FAMILY_WIDTH = 12  # the family column at least; as wide as the run's longest family name (confirmation-ref)
 _STYLE = {Status.PASS: "green", Status.FAIL: "bold red", Status.ERROR: "bold red", Status.XPASS: "red",
-          Status.WARN: "yellow", Status.BLOCKED: "yellow", Status.SKIP: "dim", Status.XFAIL: "dim"}
+          Status.WARN: "yellow", Status.BLOCKED: "yellow", Status.SKIP: "dim", Status.XFAIL: "dim",
+          Status.PIN: "magenta"}
 
 
 def in_ci(environ: Mapping[str, str] | None = None) -> bool:
@@ -216,6 +217,14 @@ class Console:
                 self.say("  " + check_line(result), _STYLE.get(result.status))
             if len(failing) > SHOWN_FAILURES:
                 self.say(f"  … and {len(failing) - SHOWN_FAILURES} more (report.jsonl lists every one)")
+        pinned = [r for r in run.results if r.status is Status.PIN]
+        if pinned and not self.verbose:
+            self.say("")
+            self.say(f"profile pins not kept ({len(pinned)}; not scored at the {run.level} level):")
+            for result in pinned[:SHOWN_FAILURES]:
+                self.say("  " + check_line(result), _STYLE[Status.PIN])
+            if len(pinned) > SHOWN_FAILURES:
+                self.say(f"  … and {len(pinned) - SHOWN_FAILURES} more (report.jsonl lists every one)")
         for line in summary_lines(run):
             self.say(line)
 

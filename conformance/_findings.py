@@ -22,8 +22,10 @@ if TYPE_CHECKING:
     from engram_mcp.conformance._run import Result, Run
 
 BROKEN_RULES = "broken_rules"  # evidence: the catalog rule ids the failing cases of a check broke
+BROKEN_REQUIREMENTS = "broken_requirements"  # evidence: the requirements the contract model says a call broke
 BROKEN_TOOLS = "broken_tools"  # evidence: the tools those failing cases called (optional)
 FAILING = (Status.FAIL, Status.WARN, Status.XFAIL)  # a check that reports something the target did wrong
+UNDERLYING = (Status.FAIL, Status.WARN)  # what a PIN result's own assertions may have concluded
 # The CLI serves the bundled reference from a scratch directory of this name; a report then says `--target reference`.
 _REFERENCE_SCRATCH = "engram-conformance-"
 _REFERENCE_MODULE = "engram_mcp.reference"
@@ -34,22 +36,79 @@ def catalog() -> dict[str, dict[str, Any]]:
     return {entry["id"]: entry for entry in load().requirements["requirements"]}
 
 
-def blamed(result: Result) -> tuple[str, ...]:
-    """The requirements a failing result breaks (empty when the result reports no failure).
+def failing_status(result: Result) -> Status | None:
+    """The failing status a result's own assertions concluded, if they failed (a PIN result's too)."""
+    if result.status in FAILING:
+        return result.status
+    if result.status is Status.PIN and result.underlying in UNDERLYING:
+        return result.underlying
+    return None
 
-    Profile pins judged inside the check (``Result.pins``) are blamed by their own
-    messages; the other requirements by the rules the failing cases broke."""
-    if result.status not in FAILING:
-        return ()
-    pinned = tuple(rid for rid, messages in result.pins.items() if messages)
+
+def _asserted(result: Result) -> tuple[str, ...]:
+    """The requirements a failing result's own assertions break: those the contract model named, or those whose
+    catalog rules the failing cases broke, or else every requirement the check covers."""
     judged = tuple(rid for rid in result.requirements if rid not in result.pins)
+    named = result.evidence.get(BROKEN_REQUIREMENTS)
+    if named:
+        return tuple(rid for rid in dict.fromkeys(named) if rid not in result.pins)
     broken = set(result.evidence.get(BROKEN_RULES) or ())
     tools = set(result.evidence.get(BROKEN_TOOLS) or ())
     if broken:
         narrowed = tuple(rid for rid in judged if broken & set(catalog()[rid].get("rules") or ())
                          and (not tools or _reaches(catalog()[rid], tools)))
         judged = narrowed or judged
+    return judged
+
+
+def blamed(result: Result) -> tuple[str, ...]:
+    """The requirements a result breaks: its failing assertions' (see _asserted) and its failed profile pins
+    (``Result.pins``, judged by their own messages). Empty when it reports nothing wrong."""
+    pinned = tuple(rid for rid, messages in result.pins.items() if messages)
+    judged = _asserted(result) if failing_status(result) is not None else ()
+    if result.status in (Status.SKIP, Status.BLOCKED, Status.ERROR):
+        return ()
     return tuple(dict.fromkeys([*judged, *pinned]))
+
+
+def requirement_outcomes(result: Result) -> dict[str, tuple[Status, str]]:
+    """What one result concluded about each requirement it touches: the pins by their own messages, the
+    requirements its failing assertions break by its failing status, the others by what it concluded."""
+    out: dict[str, tuple[Status, str]] = {}
+    failing = failing_status(result)
+    asserted = set(_asserted(result)) if failing is not None else set()
+    xfail = result.status is Status.XFAIL
+    for rid in dict.fromkeys([*result.requirements, *asserted]):
+        if rid in result.pins:
+            continue
+        if failing is None:
+            status = Status.PASS if result.status is Status.PIN else result.status
+            out[rid] = (status, "" if status is Status.PASS else result.message)
+        elif rid in asserted:
+            out[rid] = (Status.XFAIL if xfail else failing, result.message)
+        else:
+            out[rid] = (Status.PASS, "the check's failing calls broke other requirements")
+    for rid, messages in result.pins.items():
+        status = (Status.XFAIL if xfail else Status.FAIL) if messages else Status.PASS
+        out[rid] = (status, "; ".join(messages))
+    return out
+
+
+def leveled(result: Result, scored: frozenset[str]) -> Status:
+    """The status a result shows at a level scoring these sources: PIN where every requirement it breaks is one
+    the level does not score (a profile pin, at the contract level); FAIL (or WARN, for SHOULDs alone) where a
+    passing check's pins failed at a level that scores them."""
+    if result.status not in (Status.PASS, Status.FAIL, Status.WARN):
+        return result.status
+    broken = blamed(result)
+    if not broken:
+        return result.status
+    if all(catalog()[rid]["source"] not in scored for rid in broken if rid in catalog()):
+        return Status.PIN
+    if result.status is Status.PASS:
+        levels = {catalog()[rid]["level"] for rid in broken if rid in catalog()}
+        return Status.WARN if levels <= {"SHOULD", "SHOULD NOT", "MAY"} else Status.FAIL
+    return result.status
 
 
 def _reaches(entry: dict[str, Any], tools: set[str]) -> bool:
@@ -58,11 +117,9 @@ def _reaches(entry: dict[str, Any], tools: set[str]) -> bool:
 
 
 def spared(result: Result) -> tuple[str, ...]:
-    """The requirements a failing result covers but does not break (its failing cases broke other rules)."""
-    if result.status not in FAILING or not result.evidence.get(BROKEN_RULES):
-        return ()
-    hit = set(blamed(result))
-    return tuple(rid for rid in result.requirements if rid not in hit and rid not in result.pins)
+    """The requirements a failing result covers but does not break (its failing calls broke others)."""
+    return tuple(rid for rid, (status, _) in requirement_outcomes(result).items()
+                 if failing_status(result) is not None and status is Status.PASS and rid not in result.pins)
 
 
 def is_bundled_reference(label: str) -> bool:

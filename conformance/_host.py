@@ -18,6 +18,7 @@ import jwt
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from engram_mcp.conformance._profile import NEEDS_PROFILE, Profile, ProfileError, ScopeProfile
+from engram_mcp.conformance._tracker import REFUSED_REFERENCE
 from engram_mcp.contract import load
 from engram_mcp.contract.binding import (
     BINDING_CLOCK_SKEW,
@@ -261,7 +262,7 @@ class ReferenceConfirmation:
 
     references: ConfirmationReferences
     profile: Profile
-    REFUSED = "declined-by-the-host"  # not a JWS: refused by any server at the gate
+    REFUSED = REFUSED_REFERENCE  # not a JWS: refused by any server at the gate
 
     def __call__(self, tool: str, arguments: Any, meta: dict[str, Any], answer: Answer) -> dict[str, Any]:
         if CONFIRMATION_REF_META_KEY in meta or not isinstance(arguments, dict):

@@ -42,12 +42,15 @@ GROUP = {
     Status.FAIL.value: "fail", Status.ERROR.value: "fail", Status.XPASS.value: "fail", Status.XFAIL.value: "fail",
     FAILED: "fail", Status.SKIP.value: "gap", Status.BLOCKED.value: "gap", NOT_EXERCISED: "gap", "NOT_RUN": "gap",
     Status.PASS.value: "pass", Status.WARN.value: "pass", PASSED: "pass", EXCLUDED: "other", NOT_APPLICABLE: "other",
+    Status.PIN.value: "pin",
 }
-FILTERS = (("all", "All"), ("fail", "Failures"), ("gap", "Not exercised"), ("pass", "Passed"), ("other", "Excluded"))
-_ATTENTION = (Status.FAIL, Status.ERROR, Status.XPASS, Status.XFAIL, Status.WARN)  # listed first, with evidence
+FILTERS = (("all", "All"), ("fail", "Failures"), ("gap", "Not exercised"), ("pass", "Passed"),
+           ("pin", "Profile pins"), ("other", "Excluded"))
+# Listed first, with evidence: failures, warnings, and the profile pins the target does not keep.
+_ATTENTION = (Status.FAIL, Status.ERROR, Status.XPASS, Status.XFAIL, Status.WARN, Status.PIN)
 _EVIDENCE_CHARS = 4000
 _BAR_WIDTH, _MIN_SEGMENT = 480.0, 4.0  # summary chart: the bar and the narrowest segment a non-zero count gets
-_COLOURS = {"fail": "#c62828", "gap": "#f9a825", "pass": "#2e7d32", "other": "#9e9e9e"}
+_COLOURS = {"fail": "#c62828", "gap": "#f9a825", "pass": "#2e7d32", "pin": "#6a1b9a", "other": "#9e9e9e"}
 _VERDICT_COLOURS = {0: "#2e7d32", 1: "#c62828", 3: "#616161", 4: "#ef6c00", 5: "#f9a825"}
 
 _STYLE = """
@@ -68,6 +71,7 @@ td,th{border:1px solid #ddd;padding:3px 6px;vertical-align:top;text-align:left}
 th{background:#eee}
 .st{font-weight:700;white-space:nowrap}
 .g-fail .st{color:#c62828}.g-gap .st{color:#a66f00}.g-pass .st{color:#2e7d32}.g-other .st{color:#757575}
+.g-pin .st{color:#6a1b9a}
 .finding{background:#fff;border:1px solid #e0a0a0;border-left:6px solid #c62828;padding:.6em 1em;margin:.8em 0}
 .finding h3{margin:0 0 .3em;font-size:1.05em}
 pre,code{font:12px/1.4 ui-monospace,monospace}
@@ -78,6 +82,7 @@ details.section{margin:.6em 0}details.section>summary{font-weight:600;cursor:poi
 body[data-filter=fail] [data-group]:not([data-group=fail]),
 body[data-filter=gap] [data-group]:not([data-group=gap]),
 body[data-filter=pass] [data-group]:not([data-group=pass]),
+body[data-filter=pin] [data-group]:not([data-group=pin]),
 body[data-filter=other] [data-group]:not([data-group=other]){display:none}
 .unmatched{display:none!important}
 td.id,a.jump{white-space:nowrap}
@@ -304,10 +309,12 @@ def _checks(results: list[Result]) -> str:
 
 def _attention_title(attention: list[Result]) -> str:
     """What the cards are: failures (the Failures filter shows them), warnings (a SHOULD broken; the Passed
-    filter shows them), or both."""
-    warned = any(r.status is Status.WARN for r in attention)
-    failed = any(r.status is not Status.WARN for r in attention)
-    return "Failures and warnings" if warned and failed else "Warnings" if warned else "Failures"
+    filter shows them), profile pins not kept (not scored at the run's level), or several of these."""
+    kinds = {"warnings" if r.status is Status.WARN else "profile pins not kept" if r.status is Status.PIN
+             else "failures" for r in attention}
+    ordered = [k for k in ("failures", "warnings", "profile pins not kept") if k in kinds]
+    text = ", ".join(ordered[:-1]) + (" and " if len(ordered) > 1 else "") + ordered[-1]
+    return text[0].upper() + text[1:]
 
 
 def html_report(run: Run, verdicts: dict[str, dict[str, Any]], code: int) -> str:

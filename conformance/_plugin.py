@@ -11,6 +11,7 @@ session ends. The judged exit code is ``Run.exit_code``, returned by
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
@@ -20,8 +21,9 @@ from typing import Any
 import pytest
 
 from engram_mcp.conformance._background import on_a_clock
-from engram_mcp.conformance._checks import Blocked, NotApplicable, Status, set_deep, take_pins
+from engram_mcp.conformance._checks import SOURCES_SCORED, Blocked, NotApplicable, Status, set_deep, take_pins
 from engram_mcp.conformance._connect import ERAS, Connection, parse_target
+from engram_mcp.conformance._findings import leveled
 from engram_mcp.conformance._host import ReferenceConfirmation, host_from_profile, references_from_profile
 from engram_mcp.conformance._preflight import preflight
 from engram_mcp.conformance._profile import Profile, ProfileError, load_profile
@@ -44,6 +46,7 @@ from engram_mcp.conformance._status import (
     outcome_status,
     read_baseline,
 )
+from engram_mcp.conformance._tracker import RecordingHost, Tracker
 from engram_mcp.conformance._world import Evidence, World
 
 __all__ = ["EXIT_CONFORMANT", "EXIT_INCOMPLETE", "EXIT_MUST_FAILED", "EXIT_STALE", "EXIT_UNREACHABLE", "EXIT_USAGE",
@@ -116,6 +119,9 @@ def pytest_configure(config: pytest.Config) -> None:
         given = config.getoption("--profile")
         profile = load_profile(Path(given)) if given else Profile.absent()
         host, confirmer = host_from_profile(profile)
+        tracker = Tracker(profile) if profile.given else None
+        if tracker is not None:  # every binding the host mints, the contract model learns
+            host = RecordingHost(host, tracker, profile.purpose_ref)
         references = references_from_profile(profile)
         target = parse_target(config.getoption("--target"), headers=profile.http_headers)
         baseline = read_baseline(config.getoption("--expected-failures"))
@@ -131,6 +137,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     run = config.stash[_STATE]
     run.references = references
+    run.tracker = tracker
     run.level, run.deep = config.getoption("--level"), config.getoption("--deep")
     run.select = tuple(config.getoption("--select"))
     run.selected = bool(run.select)
@@ -272,10 +279,24 @@ def _cases_in_era(items: Sequence[pytest.Item], era: str) -> list[tuple[str, dic
 
 def _status(call: pytest.CallInfo[None], run: Run, check_id: str, era: str | None,
             requirements: tuple[str, ...], case: str | None = None) -> tuple[Status, str]:
+    """What one phase of a check concluded (without its pins and evidence), at the run's level, baseline applied."""
     status, message = outcome_status(call.excinfo.value if call.excinfo else None, requirements)
-    if status not in (Status.PASS, Status.FAIL, Status.WARN):
-        return status, message
-    return apply_baseline(status, message, expected_to_fail(run.baseline, check_id, era, case))
+    result = _leveled(Result(check_id, requirements, era, status, "", 0.0, message, case=case), run)
+    return result.status, result.message
+
+
+def _leveled(result: Result, run: Run) -> Result:
+    """The result as the run's level shows it (PIN where only unscored pins failed), then the baseline applied."""
+    shown = leveled(result, SOURCES_SCORED[getattr(run, "level", "contract")])
+    message = result.message
+    if shown is not result.status and result.status is Status.PASS:  # the pins' own messages say what failed
+        message = "; ".join(m for messages in result.pins.values() for m in messages)
+    if shown in (Status.PASS, Status.FAIL, Status.WARN, Status.PIN):
+        shown, message = apply_baseline(shown, message, expected_to_fail(run.baseline, result.check_id, result.era,
+                                                                          result.case))
+    if shown is result.status:
+        return result
+    return dataclasses.replace(result, status=shown, message=message, raw=result.status)
 
 
 def case_id(item: pytest.Item, era: str | None) -> str | None:
@@ -309,14 +330,16 @@ def _conclude(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.Tes
     check_id, requirements = marked
     era = item.callspec.params.get("era") if hasattr(item, "callspec") else None
     case = case_id(item, era)
-    status, message = _status(call, run, check_id, era, requirements, case)
+    status, message = outcome_status(call.excinfo.value if call.excinfo else None, requirements)
     pins = take_pins() if call.when == "call" else {}
     evidence = item.funcargs.get("evidence") if hasattr(item, "funcargs") else None
-    run.results.append(Result(check_id, requirements, era, status, item.nodeid, report.duration, message,
-                              dict(evidence.items) if isinstance(evidence, Evidence) else {},
-                              not_applicable=bool(call.excinfo and call.excinfo.errisinstance(NotApplicable)),
-                              pins=pins, case=case,
-                              detail=failure_detail(call.excinfo.value if call.excinfo else None)))
+    result = _leveled(Result(check_id, requirements, era, status, item.nodeid, report.duration, message,
+                             dict(evidence.items) if isinstance(evidence, Evidence) else {},
+                             not_applicable=bool(call.excinfo and call.excinfo.errisinstance(NotApplicable)),
+                             pins=pins, case=case,
+                             detail=failure_detail(call.excinfo.value if call.excinfo else None)), run)
+    run.results.append(result)
+    status = result.status
     properties = [("check", check_id), ("status", status.value), ("requirements", " ".join(requirements))]
     if era:
         properties.append(("era", era))
@@ -326,7 +349,7 @@ def _conclude(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.Tes
     item.user_properties.extend(properties)
     report.user_properties = list(item.user_properties)
     # pytest's own outcome follows the status, so plain pytest and JUnit agree with the verdicts.
-    if status in (Status.PASS, Status.WARN):
+    if status in (Status.PASS, Status.WARN, Status.PIN):
         report.outcome = "passed"
     elif status in (Status.SKIP, Status.BLOCKED, Status.XFAIL):
         report.outcome = "skipped"

@@ -76,7 +76,7 @@ def _open_side_by_side(run: Run) -> dict[str, Opening]:
     crashed: list[BaseException] = []
 
     def open_era(era: str) -> None:
-        conn = Connection(run.target, as_era(era), run.confirmer, timeout=run.timeout)
+        conn = Connection(run.target, as_era(era), run.confirmer, timeout=run.timeout, tracker=run.tracker)
         try:
             opened[era] = (conn, conn.open())
         except (EraUnsupported, TargetUnreachable) as refusal:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engram_mcp.conformance._checks import SOURCES_SCORED, Status, worst
-from engram_mcp.conformance._findings import blamed, spared
+from engram_mcp.conformance._findings import blamed, requirement_outcomes
 from engram_mcp.conformance._profile import NEEDS_PROFILE
 from engram_mcp.contract import load
 
@@ -90,20 +90,8 @@ class _Judged:
 def _seen_by_requirement(run: Run) -> dict[str, list[_Seen]]:
     seen: dict[str, list[_Seen]] = defaultdict(list)
     for result in run.results:
-        pins = result.pins
-        untouched = spared(result)  # covered by a failing check, but none of its failing cases broke their rules
-        for rid in dict.fromkeys([*result.requirements, *pins]):
-            if rid in pins:
-                status = Status.FAIL if pins[rid] else Status.PASS
-                if status is Status.FAIL and result.status is Status.XFAIL:
-                    status = Status.XFAIL
-                message = "; ".join(pins[rid])
-            elif rid in untouched:
-                status, message = Status.PASS, "the check's failing cases broke other requirements' rules"
-            else:
-                status, message = result.status, result.message
-            seen[rid].append(_Seen(result.check_id, result.era, status, message,
-                                   result.not_applicable))
+        for rid, (status, message) in requirement_outcomes(result).items():
+            seen[rid].append(_Seen(result.check_id, result.era, status, message, result.not_applicable))
     return seen
 
 
@@ -360,6 +348,8 @@ def write_reports(run: Run, directory: Path) -> None:
             line["not_applicable"] = True
         if r.pins:
             line["pins"] = {rid: ("FAIL: " + "; ".join(m)) if m else "PASS" for rid, m in r.pins.items()}
+        if r.raw is not None:
+            line["asserted"] = r.raw.value  # what the check's own assertions concluded, beside the status shown
         if blamed(r):
             line["blamed"] = list(blamed(r))
         lines.append(line)

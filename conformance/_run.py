@@ -47,6 +47,7 @@ from engram_mcp.conformance._head_start import HeadStarts
 from engram_mcp.conformance._host import ConfirmationReferences, Confirmer, HostBinding
 from engram_mcp.conformance._profile import Profile
 from engram_mcp.conformance._raw import RawSession
+from engram_mcp.conformance._tracker import Tracker
 
 EXIT_CONFORMANT, EXIT_MUST_FAILED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_STALE, EXIT_INCOMPLETE = 0, 1, 2, 3, 4, 5
 DISTRIBUTION = "engram-memory-mcp"
@@ -123,6 +124,11 @@ class Result:
     pins: dict[str, list[str]] = field(default_factory=dict)  # profile requirement -> failed pin messages
     case: str | None = None  # the parametrised case without its era; None when the check runs once per era
     detail: str = ""  # a failure's lines after its one-line verdict (message), bounded: see _status.failure_detail
+    raw: Status | None = None  # what the check's own assertions concluded, when the status shown differs (PIN)
+
+    @property
+    def underlying(self) -> Status:
+        return self.raw or self.status
 
     @property
     def family(self) -> str:
@@ -177,6 +183,7 @@ class Run:
     head_starts: HeadStarts = field(default_factory=HeadStarts)  # checks opened early so their waits overlap
     background: Background = field(default_factory=Background)  # checks run whole on a session of their own
     clocks_begun: set[str] = field(default_factory=set)  # eras whose head starts and background checks have begun
+    tracker: Tracker | None = None  # the contract model judging every tools/call, when the run has a host identity
 
     def __post_init__(self) -> None:
         if not self.transports:
@@ -209,7 +216,8 @@ class Run:
 
     def open_extra(self, era: str, *, elicitation: bool) -> Connection:
         """Another session, e.g. one that declares no elicitation capability; closed with the run."""
-        conn = Connection(self.target, as_era(era), self.confirmer, elicitation=elicitation, timeout=self.timeout)
+        conn = Connection(self.target, as_era(era), self.confirmer, elicitation=elicitation, timeout=self.timeout,
+                          tracker=self.tracker)
         conn.open()
         self.extra.append(conn)
         return conn

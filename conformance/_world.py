@@ -10,12 +10,14 @@ from __future__ import annotations
 import itertools
 import secrets
 import string
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from engram_mcp.conformance._checks import Blocked, require
+from engram_mcp.conformance._checks import Blocked, pin, require
 from engram_mcp.conformance._connect import Connection, Reply
+from engram_mcp.conformance._findings import BROKEN_REQUIREMENTS
 from engram_mcp.conformance._host import (
     Answer,
     ConfirmationReferences,
@@ -23,12 +25,24 @@ from engram_mcp.conformance._host import (
     HostBinding,
 )
 from engram_mcp.conformance._profile import Profile, ScopeProfile
+from engram_mcp.conformance._tracker import Intent, plant
 from engram_mcp.contract import load, record_id
+from engram_mcp.contract.model import Judgement
 
 T = TypeVar("T")
 
 DIGEST = "sha256:" + "ab" * 32
+SEARCH, GET = "engram_memory_search", "engram_memory_get"
 _counter = itertools.count(1)
+RETRIES, RETRY_PAUSE = 2, 0.2  # a retriable answer is asked again this often, after this pause (seconds) and more
+MODEL_EVIDENCE = 12  # the judgements one check's evidence lists
+
+
+def _retriable(reply: Reply) -> bool:
+    """An answer the contract tells the caller to retry: a retriable refusal that decided nothing."""
+    judgement = reply.judgement
+    return (isinstance(judgement, Judgement) and not judgement.conclusive and judgement.seen.kind == "refusal"
+            and judgement.seen.retriable is True)
 
 
 def unique(prefix: str = "m") -> str:
@@ -51,10 +65,11 @@ def unknown_candidate() -> str:
 
 
 def planted_credential() -> str:
-    """Credential-shaped text made up at run time, never a real secret: an access key id and a password."""
+    """Credential-shaped text made up at run time, never a real secret: an access key id and a password. The host
+    knows what it planted (its secret scan is expected to find it)."""
     alphabet = string.ascii_uppercase + string.digits
-    return ("the deploy user " + "AK" + "IA" + "".join(secrets.choice(alphabet) for _ in range(16))
-            + " signs in with " + "pass" + "word: " + "hunter" + "2xyz .")
+    return plant("the deploy user " + "AK" + "IA" + "".join(secrets.choice(alphabet) for _ in range(16))
+                 + " signs in with " + "pass" + "word: " + "hunter" + "2xyz .")
 
 
 def capture_arguments(purpose_ref: str, *, text: str | None = None, key: str | None = None,
@@ -139,22 +154,98 @@ class World:
 
     def call(self, tool: str, arguments: Any, *, scope: ScopeProfile | None = None, principal: str | None = None,
              meta: Mapping[str, Any] | None = None, answer: Answer = "accept", confirm: bool = True,
-             timeout: float | None = None, deadline: float | None = None) -> Reply:
+             timeout: float | None = None, deadline: float | None = None, intent: Intent | None = None) -> Reply:
         """tools/call as the host would send it. In 2026-07-28 a confirmation request is answered
-        with ``answer`` and retried once, unless ``confirm`` is False."""
+        with ``answer`` and retried once, unless ``confirm`` is False. An answer the contract model finds
+        retriable (RATE_LIMITED, say) is retried, as the contract tells a caller to, before it is returned."""
+        stance = self.stance(answer)
+        if intent is not None:  # what the caller says, over what its way of confirming says
+            stance = Intent(intent.confirmation or stance.confirmation,
+                            stance.reference if intent.reference is None else intent.reference,
+                            intent.decisions, intent.exhaustive)
+        for attempt in range(RETRIES + 1):
+            reply = self._call_once(tool, arguments, scope, principal, meta, answer, confirm, timeout, deadline,
+                                    stance)
+            if not _retriable(reply) or attempt == RETRIES:
+                return reply
+            time.sleep(RETRY_PAUSE * (attempt + 1))
+        return reply
+
+    def _call_once(self, tool: str, arguments: Any, scope: ScopeProfile | None, principal: str | None,
+                   meta: Mapping[str, Any] | None, answer: Answer, confirm: bool, timeout: float | None,
+                   deadline: float | None, stance: Intent) -> Reply:
         retry_meta = meta
         if meta is None:
             scope = scope or self.primary
             principal = principal or self.principal(scope, {tool})
             self._require_offered(tool, scope, principal)
             meta = self.host.meta(scope, principal, deadline=deadline)
-        reply = self.conn.call(tool, arguments, meta, answer=answer, timeout=timeout)
+        reply = self.conn.call(tool, arguments, meta, answer=answer, timeout=timeout, intent=stance)
         if reply.kind == "input_required" and confirm and answer != "silence":
             if retry_meta is None:  # the retry is a call of its own, with its own audit id (EMC-HP-053)
                 retry_meta = self.host.meta(scope, principal, deadline=deadline)  # type: ignore[arg-type]
             reply = self.conn.call(tool, arguments, retry_meta, input_responses=self.confirmer.input_responses(answer),
-                                   request_state=(reply.result or {}).get("requestState"), timeout=timeout)
+                                   request_state=(reply.result or {}).get("requestState"), timeout=timeout,
+                                   intent=stance)
         return reply
+
+    def stance(self, answer: Answer = "accept") -> Intent:
+        """The host's stance on a call's confirmation: it approves what it is asked (or sends a reference for
+        exactly this call, to a target confirmed by reference only), or it declines."""
+        return Intent(confirmation="approved" if answer == "accept" else "declined",
+                      reference=True if self.conn.confirm_by_reference is not None else None)
+
+    def expect(self, reply: Reply, what: str = "") -> Judgement:
+        """Assert that the contract allows the answer ``reply`` got, in the state the calls so far led to.
+
+        A wrong answer fails the check with the model's verdict (the situation, the answer seen, what the contract
+        allows there) and blames the requirements it breaks; an answer only this project's profile would not give
+        is recorded against its pin, which only --level profile scores."""
+        judgement = reply.judgement
+        if not isinstance(judgement, Judgement):
+            raise RuntimeError(f"{what or 'the call'} was sent outside what the contract model can judge")
+        tracker = self.conn.tracker
+        if tracker is not None:
+            tracker.claim(judgement)
+        seen = self.evidence.items.setdefault("model", [])
+        if len(seen) < MODEL_EVIDENCE:
+            seen.append({"situation": judgement.expectation.situation, "seen": judgement.seen.describe(),
+                         "allowed": judgement.expectation.allowed_text(), "verdict": "allowed" if judgement.allowed
+                         else "not allowed", **({"pins": [p.requirement for p in judgement.pins]}
+                                               if judgement.pins else {})})
+        lead = f"{what}: " if what else ""
+        if not judgement.expectation.judged:  # a call the model cannot judge (its target's state is in doubt)
+            return judgement
+        if not judgement.conclusive and judgement.allowed:
+            raise Blocked(f"{lead}{judgement.expectation.describe}: the target answered {judgement.seen.describe()} "
+                          "(no definite answer, even when asked again)")
+        if not judgement.allowed:
+            broken = self.evidence.items.setdefault(BROKEN_REQUIREMENTS, [])
+            broken.extend(r for r in judgement.broken if r not in broken)
+            raise AssertionError("\n".join([lead + judgement.message(), *(f"- {p}" for p in judgement.problems)]))
+        for problem in judgement.pins:
+            pin(problem.requirement, False, lead + problem.text)
+        return judgement
+
+    def search(self, query: str, *, scope: ScopeProfile | None = None, principal: str | None = None,
+               owned: bool = False, **options: Any) -> Reply:
+        """engram_memory_search for ``query``; ``owned`` says the harness owns every record it can match (a marker
+        word made up for the check), so the model knows what it must find."""
+        arguments = {"query": query, "purpose_ref": self.profile.purpose_ref, **options}
+        return self.call(SEARCH, arguments, scope=scope, principal=principal,
+                         intent=Intent(exhaustive=True) if owned else None)
+
+    def get(self, record_id: str, *, scope: ScopeProfile | None = None, principal: str | None = None,
+            **options: Any) -> Reply:
+        return self.call(GET, {"record_id": record_id, "purpose_ref": self.profile.purpose_ref, **options},
+                         scope=scope, principal=principal)
+
+    def found(self, reply: Reply, what: str = "search") -> list[str]:
+        """The record ids of a search page the contract allows; BLOCKED when the answer is no page."""
+        self.expect(reply, what)
+        value = self.value(reply, what)
+        return [entry.get("record", {}).get("record_id") for entry in value.get("records", [])
+                if isinstance(entry, dict) and isinstance(entry.get("record"), dict)]
 
     def offered(self, scope: ScopeProfile, principal: str) -> frozenset[str]:
         """The tools the target lists for this binding (asked once per session, scope and principal)."""

@@ -176,7 +176,12 @@ class Contract:
         return self.schema_files[f"tools/{tool}.input.json"]
 
     def value_schema(self, tool: str) -> dict[str, Any]:
+        """This project's closed value schema of a tool (the profile's shapes, EMC-ENV-007)."""
         return self.schema_files[f"tools/{tool}.value.json"]
+
+    def contract_value_schema(self, tool: str) -> dict[str, Any]:
+        """A tool's value as the contract states it (EMC-ENV-004): its members and fixed values, open otherwise."""
+        return self.schema_files[f"contract/{tool}.value.json"]
 
     # -- tools, errors, limits, rules ----------------------------------
     @cached_property
@@ -288,6 +293,11 @@ class Contract:
     @cached_property
     def requirements(self) -> dict[str, Any]:
         return self.document("spec", "requirements.json")
+
+    @cached_property
+    def refinement(self) -> dict[str, Any]:
+        """How this project's profile narrows the answers the contract model allows (spec/refinement.json)."""
+        return self.document("spec", "refinement.json")
 
     def fixture(self, path: str) -> Any:
         return self.document("fixtures", path)

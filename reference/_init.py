@@ -51,7 +51,9 @@ SCOPES: list[dict[str, Any]] = [
     {"tenant": "initech", "workspace": "research", "memory": False, "admission_policy": "secret-scan",
      "allow_retain": False, "consented_families": [], "confirm_capture": False, "confirm_admission": False},
 ]
-PRINCIPALS = {"agent-full": ALL_TOOLS, "agent-limited": READ_AND_CAPTURE, "agent-observer": READ_AND_CAPTURE}
+# agent-peer is granted every tool too: keys are the principal's own (EMC-IDEM-004), which two such principals show.
+PRINCIPALS = {"agent-full": ALL_TOOLS, "agent-peer": ALL_TOOLS, "agent-limited": READ_AND_CAPTURE,
+              "agent-observer": READ_AND_CAPTURE}
 
 
 def _toml(value: Any) -> str:

@@ -7,7 +7,8 @@
 fixtures/arguments/<tool>.json holds argument cases in the style of
 JSON-Schema-Test-Suite: each case is valid, or invalid with the error code a
 server must send and the set of rule ids (spec/rules.json) the arguments break;
-an invalid case that only a profile pin makes invalid names it under "pins".
+a case whose verdict only a profile pin decides names it under "pins": the contract alone allows another
+answer there (engram_mcp.contract.model judges which).
 Some cases are a mebibyte long, so the files are generated rather than
 hand-edited; read this file instead of the megabytes.
 
@@ -57,6 +58,7 @@ from engram_mcp.conformance._fuzz.vocabulary import (
 from engram_mcp.conformance._fuzz.vocabulary import DIGEST_A as A
 from engram_mcp.conformance._fuzz.vocabulary import DIGEST_B as B
 from engram_mcp.contract import load
+from engram_mcp.contract.model import judge_arguments
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -149,6 +151,7 @@ class Cases:
         if breaks is not None:
             case["code"] = code_for(breaks)
             case["breaks"] = breaks
+        pins = sorted(set(pins or ()) | set(_pins_of(self.tool, arguments)))
         if pins:
             case["pins"] = pins
         if now is not None:
@@ -158,6 +161,14 @@ class Cases:
 
     def document(self) -> dict[str, Any]:
         return {"tool": self.tool, "cases": self.cases}
+
+
+def _pins_of(tool: str, arguments: Any) -> tuple[str, ...]:
+    """The profile pins a case's verdict rests on, as the contract model judges them."""
+    try:
+        return judge_arguments(tool, arguments).pins
+    except (TypeError, ValueError, UnicodeError):  # arguments no canonical form holds: the contract refuses them
+        return ()
 
 
 def jcs_size(value: Any) -> int:

@@ -66,11 +66,10 @@ def judged(family: str, tool: str, label: str, arguments: Any, *, now: datetime 
 
 
 def pinned_by(tool: str, arguments: Any, rules: Any, *, now: datetime | None = None) -> tuple[str, ...]:
-    """The profile pins a schema-keyword refusal rests on alone: the arguments are valid once they are relaxed."""
-    if set(rules) != {"schema_keyword"}:
+    """The profile pins the case's verdict rests on: where the contract allows other answers than the oracle's."""
+    if unsendable(arguments) is not None:
         return ()
-    loose, pins = _pins.relaxed(tool, arguments)
-    return pins if pins and oracle().verdict(tool, loose, now=now or utc_now()).valid else ()
+    return _pins.pins_of(tool, arguments)
 
 
 LONE_SURROGATE = "a lone surrogate, which the SDK session cannot serialise"

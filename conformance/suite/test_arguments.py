@@ -290,30 +290,41 @@ def _purpose_differs(world: World, tool: str, arguments: Any) -> bool:
 def _problem(world: World, sent: Sent) -> str | None:
     """Why the reply is wrong for the verdict, or None when it is right."""
     outcome = _outcome(sent.reply)
-    if not sent.valid and sent.case.pins:
+    if sent.case.pins:
         return _pinned_problem(world, sent, outcome)
     return _valid_problem(world, sent, outcome) if sent.valid else _invalid_problem(sent, outcome)
 
 
 def _pinned_problem(world: World, sent: Sent, outcome: str) -> str | None:
-    """A refusal only a profile pin asks for (see _pins) is not required by the contract: an opaque candidate_id
-    that names nothing may be NOT_FOUND or, on a gated tool, gate_failed (never a success), and a
-    capability_policy lacking a member may succeed."""
-    if outcome == sent.code:
+    """A case whose verdict only a profile pin decides: any answer the contract allows is right at its level (see
+    _pins); the oracle's own answer is judged apart, as the pin."""
+    allowed = _pins.allowed(sent.case.tool, sent.arguments)
+    if outcome in allowed:
         return None
-    if _pins.CANDIDATE_PIN in sent.case.pins:
-        allowed = _pins.ANSWERS[_pins.CANDIDATE_PIN]
-        return None if outcome in allowed else f"expected one of {sorted(allowed)}, got {outcome}"
-    return _valid_problem(world, sent, outcome)
+    names_nothing = CONTRACT.tools[sent.case.tool].target is not None  # the cases' targets are ids nothing issued
+    if _pins.ACCEPTED in allowed and _valid_problem(world, sent, outcome) is None and not (
+            names_nothing and outcome == "success"):
+        return None
+    codes = sorted(str(c) for c in allowed if c is not None)
+    expected = " or ".join([*codes, *(["an answer to valid arguments"] if _pins.ACCEPTED in allowed else [])])
+    return f"expected {expected}, got {outcome}"
 
 
 def _record_pins(results: list[Sent]) -> None:
-    """The pinned answer, judged apart as the profile requirement (scored at --level profile)."""
+    """The oracle's own answer to a pinned case, judged apart as the profile requirement (--level profile)."""
     for sent in results:
-        for requirement in sent.case.pins if not sent.valid else ():
-            outcome = _outcome(sent.reply)
-            _checks.pin(requirement, outcome == sent.code,
-                        f"{sent.case.tool} {sent.case.label!r}: expected {sent.code}, got {outcome}")
+        if not sent.case.pins:
+            continue
+        outcome = _outcome(sent.reply)
+        held = outcome == sent.code if not sent.valid else _pinned_valid(outcome)
+        for requirement in sent.case.pins:
+            _checks.pin(requirement, held, f"{sent.case.tool} {sent.case.label!r}: expected "
+                                           f"{sent.code or 'the arguments accepted'}, got {outcome}")
+
+
+def _pinned_valid(outcome: str) -> bool:
+    """This profile accepts the arguments: anything but a refusal of them is its answer."""
+    return outcome not in REFUSALS
 
 
 def _record_broken(world: World, wrong: list[Sent], *, every_case_sent: bool) -> None:

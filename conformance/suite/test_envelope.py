@@ -33,7 +33,6 @@ import pytest
 
 from engram_mcp.conformance import _fuzz as fuzz
 from engram_mcp.conformance import _messages as messages
-from engram_mcp.conformance import _pins
 from engram_mcp.conformance._checks import Blocked, check, pin, require
 from engram_mcp.conformance._connect import Reply
 from engram_mcp.conformance._world import DIGEST, World, capture_arguments, fresh_key, unique
@@ -51,6 +50,9 @@ AUDIT_PIN = "EMC-HP-052"  # the host's auditId, echoed (its length bound among i
 SUCCESS_KEYS = frozenset({"ok", "output", "auditId", "redactionClass"})
 FAILURE_KEYS = frozenset({"ok", "auditId", "redactionClass", "error"})
 ERROR_KEYS = frozenset({"code", "message", "retriable"})
+OUTPUT_KEYS = frozenset({"schema_version", "value"})
+EXACT_MEMBERS = "EMC-ENV-009"  # profile: no member beyond the contract's
+CLOSED_VALUES = "EMC-ENV-007"  # profile: this project's closed value schemas
 # The members of a returned record that hold what the capturing caller wrote.
 RECORD_CONTENT = frozenset({"purpose_ref", "valid_time", "components", "primary_component_id", "primary_event",
                             "citations", "retention", "reconciliation"})
@@ -301,9 +303,18 @@ def test_is_error_is_the_negation_of_ok(world: World, harness: Any) -> None:
     fail_with(problems, "results disagree on isError")
 
 
-@check("envelope.success-shape", "EMC-ENV-002")
+def members(label: str, got: Any, expected: frozenset[str], what: str) -> str | None:
+    """The contract's members missing from an object (a failure), after pinning any beyond them (EMC-ENV-009)."""
+    keys = set(got) if isinstance(got, dict) else set()
+    pin(EXACT_MEMBERS, keys <= expected, f"{label}: {what} carries {sorted(keys - expected)} beyond the contract's")
+    missing = expected - keys
+    return f"{label}: {what} lacks {sorted(missing)}" if missing else None
+
+
+@check("envelope.success-shape", "EMC-ENV-002", "EMC-ENV-009")
 def test_a_success_envelope_has_exactly_its_members(world: World, harness: Any) -> None:
-    """{ok: true, output: {schema_version: 1, value}, auditId, redactionClass: "high"} and nothing else."""
+    """{ok: true, output: {schema_version: 1, value}, auditId, redactionClass: "high"}; nothing else, in this
+    profile."""
     successes = envelopes(world, harness, ok=True)
     require(successes, "no call of the sample succeeded")
     world.evidence.add("successes", sorted({o.tool for o, _ in successes}))
@@ -312,12 +323,11 @@ def test_a_success_envelope_has_exactly_its_members(world: World, harness: Any) 
         if not isinstance(envelope, dict):
             problems.append(f"{observed.label}: no envelope in structuredContent")
             continue
-        keys = set(envelope)
-        if keys != SUCCESS_KEYS:
-            problems.append(f"{observed.label}: members {sorted(keys)}")
+        problems += [p for p in [members(observed.label, envelope, SUCCESS_KEYS, "the envelope")] if p]
         output = envelope.get("output")
-        if not isinstance(output, dict) or set(output) != {"schema_version", "value"}:
-            problems.append(f"{observed.label}: output is {fuzz.describe(output, 120)}")
+        lacking = members(observed.label, output, OUTPUT_KEYS, "output") if isinstance(output, dict) else None
+        if not isinstance(output, dict) or lacking:
+            problems.append(lacking or f"{observed.label}: output is {fuzz.describe(output, 120)}")
         elif type(output["schema_version"]) is not int or output["schema_version"] != 1:
             problems.append(f"{observed.label}: output.schema_version is {output['schema_version']!r}")
         elif not isinstance(output["value"], dict):
@@ -329,9 +339,10 @@ def test_a_success_envelope_has_exactly_its_members(world: World, harness: Any) 
     fail_with(problems, "success envelopes are not exactly the contract's")
 
 
-@check("envelope.failure-shape", "EMC-ENV-003")
+@check("envelope.failure-shape", "EMC-ENV-003", "EMC-ENV-009")
 def test_a_failure_envelope_has_exactly_its_members(world: World, harness: Any) -> None:
-    """{ok: false, auditId, redactionClass: "high", error: {code, message, retriable}} and nothing else."""
+    """{ok: false, auditId, redactionClass: "high", error: {code, message, retriable}}; nothing else, in this
+    profile."""
     failures = envelopes(world, harness, ok=False)
     require(failures, "no call of the sample was refused with an envelope")
     world.evidence.add("codes", sorted({str(_code(e)) for _, e in failures}))
@@ -340,12 +351,11 @@ def test_a_failure_envelope_has_exactly_its_members(world: World, harness: Any) 
         if not isinstance(envelope, dict):
             problems.append(f"{observed.label}: no envelope in structuredContent")
             continue
-        keys = set(envelope)
-        if keys != FAILURE_KEYS:
-            problems.append(f"{observed.label}: members {sorted(keys)}")
+        problems += [p for p in [members(observed.label, envelope, FAILURE_KEYS, "the envelope")] if p]
         error = envelope.get("error")
-        if not isinstance(error, dict) or set(error) != ERROR_KEYS:
-            problems.append(f"{observed.label}: error is {fuzz.describe(error, 160)}")
+        lacking = members(observed.label, error, ERROR_KEYS, "error") if isinstance(error, dict) else None
+        if not isinstance(error, dict) or lacking:
+            problems.append(lacking or f"{observed.label}: error is {fuzz.describe(error, 160)}")
         elif not (isinstance(error["code"], str) and isinstance(error["message"], str)
                   and isinstance(error["retriable"], bool)):
             problems.append(f"{observed.label}: error members have the wrong types: {fuzz.describe(error, 160)}")
@@ -358,27 +368,33 @@ def test_a_failure_envelope_has_exactly_its_members(world: World, harness: Any) 
 
 @check("envelope.value-schema", "EMC-ENV-004")
 def test_every_success_value_satisfies_its_tools_value_schema(world: World, harness: Any) -> None:
-    """output.value validates against schemas/tools/<tool>.value.json (x- keywords included)."""
+    """output.value has the members the contract lists for its tool, with the values it fixes
+    (schemas/contract/<tool>.value.json); this profile's closed schema (schemas/tools/<tool>.value.json) is
+    judged apart, as EMC-ENV-007."""
     successes = [(o, e) for o, e in envelopes(world, harness, ok=True) if isinstance(e, dict) and e.get("ok") is True]
     require(successes, "no call of the sample succeeded with an envelope")
     problems = []
     for observed, envelope in successes:
         value = (envelope.get("output") or {}).get("value") if isinstance(envelope.get("output"), dict) else None
-        # A returned candidate_id of another form breaks only this project's pattern: reported as the pin.
-        value, pinned = _pins.relaxed_value(value)
-        for requirement in pinned:
-            pin(requirement, False, f"{observed.label}: a candidate_id outside this project's form")
-        checked = {**envelope, "output": {**envelope["output"], "value": value}} if pinned else envelope
-        validator = CONTRACT.validator(CONTRACT.value_schema(observed.tool))
-        errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
-        if errors:
-            where = "/" + "/".join(str(p) for p in errors[0].absolute_path)
-            problems.append(f"{observed.label}: {len(errors)} violation(s), first at {where}: "
-                            f"{errors[0].message[:160]}")
-        elif not CONTRACT.output_validator(observed.tool).is_valid(checked):
-            problems.append(f"{observed.label}: the envelope breaks the outputSchema advertised for {observed.tool}")
+        first = _first_violation(CONTRACT.contract_value_schema(observed.tool), value)
+        if first:
+            problems.append(f"{observed.label}: {first}")
+            continue
+        closed = _first_violation(CONTRACT.value_schema(observed.tool), value)
+        pin(CLOSED_VALUES, closed is None, f"{observed.label}: outside this project's value schema: {closed}")
+        if closed is None and not CONTRACT.output_validator(observed.tool).is_valid(envelope):
+            pin(CLOSED_VALUES, False, f"{observed.label}: the envelope breaks the outputSchema bundled for "
+                                      f"{observed.tool}")
     world.evidence.add("values_checked", len(successes))
-    fail_with(problems, "success values break their value schema")
+    fail_with(problems, "success values lack what the contract lists for them")
+
+
+def _first_violation(schema: dict[str, Any], value: Any) -> str | None:
+    errors = sorted(CONTRACT.validator(schema).iter_errors(value), key=lambda e: list(e.absolute_path))
+    if not errors:
+        return None
+    where = "/" + "/".join(str(p) for p in errors[0].absolute_path)
+    return f"{len(errors)} violation(s), first at {where}: {errors[0].message[:160]}"
 
 
 def every_call(world: World, harness: Any) -> list[Observed]:

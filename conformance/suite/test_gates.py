@@ -15,10 +15,11 @@ from typing import Any
 import pytest
 
 from engram_mcp.conformance._background import in_background
-from engram_mcp.conformance._checks import Blocked, check, needs_deep, not_applicable, require
+from engram_mcp.conformance._checks import Blocked, check, needs_deep, not_applicable, pin, require
 from engram_mcp.conformance._connect import Connection, Reply
 from engram_mcp.conformance._profile import ScopeProfile
 from engram_mcp.conformance._run import Run
+from engram_mcp.conformance._tracker import Intent
 from engram_mcp.conformance._world import World, capture_arguments, fresh_key
 from engram_mcp.contract import load
 from engram_mcp.contract.binding import CONFIRMATION_INPUT_KEY, CONFIRMATION_REQUESTED_SCHEMA
@@ -72,15 +73,17 @@ def ask(
 ) -> tuple[bool, Reply]:
     """Send a call and answer the server's confirmation with ``answer``: (whether it asked, the final reply)."""
     meta = offered_meta(world, tool, scope, principal)
+    stance = world.stance(answer)  # type: ignore[arg-type]
     if world.era == "legacy":
         before = world.conn.elicitations
-        reply = world.conn.call(tool, arguments, meta, answer=answer)  # type: ignore[arg-type]
+        reply = world.conn.call(tool, arguments, meta, answer=answer, intent=stance)  # type: ignore[arg-type]
         return world.conn.elicitations > before, reply
-    first = world.conn.call(tool, arguments, meta)
+    first = world.conn.call(tool, arguments, meta, intent=stance)
     if first.kind != "input_required":
         return False, first
     responses = world.confirmer.input_responses(answer)  # type: ignore[arg-type]
-    reply = world.conn.call(tool, arguments, meta, input_responses=responses, request_state=state_of(first))
+    reply = world.conn.call(tool, arguments, meta, input_responses=responses, request_state=state_of(first),
+                            intent=stance)
     return True, reply
 
 
@@ -121,30 +124,16 @@ def get_record(world: World, record_id: str) -> Reply:
 
 def assert_unchanged(world: World, tool: str, arguments: dict[str, Any], *, scope: ScopeProfile | None = None,
                      principal: str | None = None) -> None:
-    """After a refused gate, the target is as it was and the key is still free: the same call, approved, succeeds."""
+    """After a refused gate, the target is as it was and the key is still free: the contract model judges the
+    same call, approved now, as a first execution of it (and a forget's record as still readable before)."""
     if tool == FORGET:
-        readable = outcome(get_record(world, arguments["record_id"]))
-        world.evidence.add("get_after_refusal", readable)
-        assert readable == "ok", f"the record is no longer readable after a refused forget ({readable})"
+        readable = get_record(world, arguments["record_id"])
+        world.evidence.add("get_after_refusal", outcome(readable))
+        world.expect(readable, "get of the record after a refused forget")
     asked, reply = ask(world, tool, arguments, "accept", scope=scope, principal=principal)
     world.evidence.add("approved_retry", {"asked": asked, "outcome": outcome(reply)})
-    assert outcome(reply) == "ok", (
-        f"the same call, approved after the refusal, did not succeed ({outcome(reply)}): "
-        "the refusal changed the target or reserved the key"
-    )
-    value = reply.envelope["output"]["value"]
-    if tool in (WITHDRAW, FORGET):
-        assert value.get("replayed") is False, (
-            "the approved retry was answered as a replay: the refusal reserved the key"
-        )
-        if tool == WITHDRAW:
-            assert value["receipt"].get("from_state") == "pending", (
-                "the candidate was no longer pending after the refusal"
-            )
-    elif tool == CAPTURE:
-        assert value.get("status") != "duplicate_exact", (
-            "the approved capture is a duplicate: the refused one was stored"
-        )
+    world.expect(reply, "the same call, approved after the refusal")
+    require(outcome(reply) == "ok", f"the same call, approved after the refusal, answered {outcome(reply)}")
 
 
 def gated_tools(scope: ScopeProfile) -> list[str]:
@@ -186,7 +175,7 @@ SERVER_INITIATED = frozenset({
     "test_an_approved_confirmation_runs_the_operation", "test_a_refused_confirmation_changes_nothing",
     "test_a_confirmation_not_given_in_time_fails", "test_a_retry_without_a_valid_state_is_not_confirmed",
     "test_a_state_minted_for_another_operation_is_refused", "test_a_policy_gated_mutation_asks_and_honours_a_refusal",
-    "test_a_completed_mutation_replays_without_asking",
+    "test_a_completed_mutation_replays_without_asking", "test_a_state_is_used_once",
 })
 
 
@@ -201,7 +190,7 @@ def _server_initiated_declared(request: pytest.FixtureRequest) -> None:
 # -- approval ------------------------------------------------------------------------
 
 
-@check("gate.approval-runs", "EMC-GATE-001", "EMC-HP-025", "EMC-HP-028", "EMC-HP-032", "EMC-HP-033")
+@check("gate.approval-runs", "EMC-GATE-001", "EMC-HP-025", "EMC-HP-028", "EMC-HP-032", "EMC-HP-033", "EMC-HP-070")
 @pytest.mark.parametrize("tool", [WITHDRAW, FORGET])
 def test_an_approved_confirmation_runs_the_operation(world: World, tool: str) -> None:
     """withdraw and forget ask once (an elicitation, or an InputRequiredResult with the form) and run when approved."""
@@ -209,6 +198,7 @@ def test_an_approved_confirmation_runs_the_operation(world: World, tool: str) ->
     if world.era == "legacy":
         before = world.conn.elicitations
         reply = world.call(tool, arguments, answer="accept")
+        world.expect(reply, f"an approved {tool.removeprefix('engram_memory_')}")
         asked = world.conn.elicitations - before
         world.evidence.add("elicitations", asked)
         assert asked == 1, f"the server sent {asked} elicitation requests for one {tool} call, not one"
@@ -228,17 +218,12 @@ def test_an_approved_confirmation_runs_the_operation(world: World, tool: str) ->
         assert schema == CONFIRMATION_REQUESTED_SCHEMA, "requestedSchema is not the profile's confirmation form"
         message = str(params.get("message", ""))
         leaked = [v for v in arguments.values() if isinstance(v, str) and v in message]
-        assert not leaked, "the confirmation message repeats argument text"
+        pin("EMC-HP-070", not leaked, "the confirmation message repeats argument text")
         assert isinstance(state_of(first), str) and state_of(first), "no requestState came with the input request"
         reply = world.conn.call(tool, arguments, meta, input_responses=world.confirmer.input_responses("accept"),
-                                request_state=state_of(first))
+                                request_state=state_of(first), intent=world.stance())
     world.evidence.add("outcome", outcome(reply))
-    assert outcome(reply) == "ok", f"an approved {tool} did not run ({outcome(reply)})"
-    receipt = reply.envelope["output"]["value"].get("receipt", {})
-    expected = "withdrawn" if tool == WITHDRAW else "tombstoned"
-    assert receipt.get("to_state") == expected, (
-        f"the receipt's to_state is {receipt.get('to_state')!r}, not {expected!r}"
-    )
+    world.expect(reply, f"an approved {tool.removeprefix('engram_memory_')}")
 
 
 # -- refusals --------------------------------------------------------------------------
@@ -253,7 +238,7 @@ def test_a_refused_confirmation_changes_nothing(world: World, tool: str, answer:
     asked, reply = ask(world, tool, arguments, answer)
     world.evidence.add("refusal", {"asked": asked, "outcome": outcome(reply)})
     assert asked, f"{tool} ran without asking for a confirmation"
-    assert outcome(reply) == "gate_failed", f"a {answer} answer gave {outcome(reply)}, not gate_failed"
+    world.expect(reply, f"a {tool.removeprefix('engram_memory_')} whose confirmation got a {answer} answer")
     assert_unchanged(world, tool, arguments)
 
 
@@ -282,7 +267,7 @@ def confirmation_not_given_in_time(world: World) -> None:
         world.evidence.add("silence", {"asked": asked, "outcome": outcome(reply), "elapsed": round(reply.elapsed, 2),
                                        "ttl": ttl})
         require(asked, "withdraw did not ask for a confirmation")
-        assert outcome(reply) == "gate_failed", f"an unanswered confirmation gave {outcome(reply)}"
+        world.expect(reply, "a withdraw whose confirmation was never answered")
         assert reply.elapsed < ttl + SILENCE_SLACK * 0.75, (
             f"the server waited {reply.elapsed:.1f} s for an answer, past the scope's {ttl:.0f} s TTL")
     else:
@@ -291,20 +276,21 @@ def confirmation_not_given_in_time(world: World) -> None:
         meta, state = first_round(world, WITHDRAW, arguments)
         time.sleep(ttl + EXPIRY_SLACK)
         reply = world.conn.call(WITHDRAW, arguments, meta, input_responses=world.confirmer.input_responses("accept"),
-                                request_state=state)
+                                request_state=state, intent=LATE)
         world.evidence.add("expired_state", {"waited": ttl + EXPIRY_SLACK, "outcome": outcome(reply)})
-        assert outcome(reply) == "gate_failed", f"an approval sent after the state's TTL gave {outcome(reply)}"
+        world.expect(reply, "a withdraw approved after its confirmation's TTL")
     assert_unchanged(world, WITHDRAW, arguments)
 
 
 FORGED_STATES = ["no-state", "garbage-state", "tampered-state", "missing-answer-key", "confirm-string",
-                 "accept-extra-content", "reused-state"]
+                 "accept-extra-content"]
+LATE = Intent(confirmation="declined")  # an approval that is no confirmation: late, forged, or for something else
 
 
-@check("gate.forged-state", "EMC-GATE-001", "EMC-HP-026", "EMC-HP-029", "EMC-HP-034", "EMC-HP-037", "EMC-HP-038")
+@check("gate.forged-state", "EMC-GATE-001", "EMC-HP-026", "EMC-HP-029", "EMC-HP-034", "EMC-HP-037")
 @pytest.mark.parametrize("forgery", FORGED_STATES)
 def test_a_retry_without_a_valid_state_is_not_confirmed(world: World, forgery: str) -> None:
-    """2026-07-28: a retry lacking, forging, altering or reusing the state, or not approving, is gate_failed."""
+    """2026-07-28: a retry lacking, forging or altering the state, or not approving, is gate_failed."""
     if world.era != "modern":
         not_applicable("request_state exists only in the 2026-07-28 era")
     arguments = withdraw_arguments(pending_candidate(world))
@@ -325,14 +311,28 @@ def test_a_retry_without_a_valid_state_is_not_confirmed(world: World, forgery: s
         responses = {CONFIRMATION_INPUT_KEY: {"action": "accept", "content": {"confirm": "true"}}}
     elif forgery == "accept-extra-content":
         responses = {CONFIRMATION_INPUT_KEY: {"action": "accept", "content": {"confirm": True, "scope": "all"}}}
-    elif forgery == "reused-state":
-        burnt = world.conn.call(WITHDRAW, arguments, meta, input_responses=world.confirmer.input_responses("decline"),
-                                request_state=state)
-        world.evidence.add("declined_first", outcome(burnt))
-        assert outcome(burnt) == "gate_failed", f"a declined confirmation gave {outcome(burnt)}, not gate_failed"
-    reply = world.conn.call(WITHDRAW, arguments, meta, input_responses=responses, request_state=sent_state)
+    reply = world.conn.call(WITHDRAW, arguments, meta, input_responses=responses, request_state=sent_state,
+                            intent=LATE)
     world.evidence.add("forged_retry", outcome(reply))
-    assert outcome(reply) == "gate_failed", f"a retry with a {forgery} gave {outcome(reply)}, not gate_failed"
+    world.expect(reply, f"a withdraw retried with a {forgery}")
+    assert_unchanged(world, WITHDRAW, arguments)
+
+
+@check("gate.reused-state", "EMC-HP-038")
+def test_a_state_is_used_once(world: World) -> None:
+    """2026-07-28: a state answered once (declined) confirms nothing when answered again, approving."""
+    if world.era != "modern":
+        not_applicable("request_state exists only in the 2026-07-28 era")
+    arguments = withdraw_arguments(pending_candidate(world))
+    meta, state = first_round(world, WITHDRAW, arguments)
+    burnt = world.conn.call(WITHDRAW, arguments, meta, input_responses=world.confirmer.input_responses("decline"),
+                            request_state=state, intent=LATE)
+    world.evidence.add("declined_first", outcome(burnt))
+    world.expect(burnt, "a withdraw whose confirmation was declined")
+    reply = world.conn.call(WITHDRAW, arguments, meta, input_responses=world.confirmer.input_responses("accept"),
+                            request_state=state, intent=Intent(confirmation="unknown"))
+    world.evidence.add("reused_state", outcome(reply))
+    assert outcome(reply) == "gate_failed", f"a spent state, answered again approving, gave {outcome(reply)}"
     assert_unchanged(world, WITHDRAW, arguments)
 
 
@@ -383,9 +383,12 @@ def test_a_state_minted_for_another_operation_is_refused(world: World, other: st
         scope, tool, p1, p2 = found
         arguments = arguments_in(world, scope, tool, p1)
         _, state = first_round(world, tool, arguments, scope=scope, principal=p1)
-        reply = world.conn.call(tool, arguments, world.meta(scope, p2), input_responses=approve, request_state=state)
+        reply = world.conn.call(tool, arguments, world.meta(scope, p2), input_responses=approve, request_state=state,
+                                intent=LATE)
         world.evidence.add("case", {"scope": scope.label, "tool": tool, "outcome": outcome(reply)})
-        assert outcome(reply) == "gate_failed", f"a state minted for {p1} approved {p2}'s call ({outcome(reply)})"
+        require(reply.kind != "error", f"{p2}'s call with {p1}'s state was refused {outcome(reply)}: the profile may "
+                "not grant it the same tool")
+        world.expect(reply, f"{p2}'s {tool.removeprefix('engram_memory_')} with a state minted for {p1}")
         assert_unchanged(world, tool, arguments, scope=scope, principal=p2)
         return
     arguments = withdraw_arguments(pending_candidate(world))
@@ -394,11 +397,9 @@ def test_a_state_minted_for_another_operation_is_refused(world: World, other: st
         _, state = first_round(world, WITHDRAW, arguments)
         scope = world.primary
         meta = world.host.meta(scope, world.principal(scope, {WITHDRAW}), session="conformance-other-session")
-        reply = world.conn.call(WITHDRAW, arguments, meta, input_responses=approve, request_state=state)
+        reply = world.conn.call(WITHDRAW, arguments, meta, input_responses=approve, request_state=state, intent=LATE)
         world.evidence.add("foreign_state", outcome(reply))
-        assert outcome(reply) == "gate_failed", (
-            f"a state minted in another host session approved the call ({outcome(reply)})"
-        )
+        world.expect(reply, "a withdraw with a state minted in another host session")
         assert_unchanged(world, WITHDRAW, arguments)
         return
     if other == "target":
@@ -407,9 +408,9 @@ def test_a_state_minted_for_another_operation_is_refused(world: World, other: st
         elsewhere = {**arguments, "reason_ref": REASON + "-other"}
     meta, _ = first_round(world, WITHDRAW, arguments)
     _, foreign = first_round(world, WITHDRAW, elsewhere)
-    reply = world.conn.call(WITHDRAW, arguments, meta, input_responses=approve, request_state=foreign)
+    reply = world.conn.call(WITHDRAW, arguments, meta, input_responses=approve, request_state=foreign, intent=LATE)
     world.evidence.add("foreign_state", outcome(reply))
-    assert outcome(reply) == "gate_failed", f"a state minted for other {other} approved the call ({outcome(reply)})"
+    world.expect(reply, f"a withdraw with a state minted for other {other}")
     assert_unchanged(world, WITHDRAW, arguments)
 
 
@@ -428,8 +429,9 @@ def test_a_host_without_elicitation_gets_the_protocol_error(world: World, harnes
     reply = conn.call(tool, arguments, world.host.meta(scope, world.principal(scope, {tool})))
     world.evidence.add("reply", {"kind": reply.kind, "error": reply.error, "code": reply.code})
     assert conn.elicitations == before, "the server sent an elicitation to a client that declared none"
-    assert reply.kind == "error", f"expected JSON-RPC {UNTRUSTED.jsonrpc_code}, got {outcome(reply)}"
-    assert (reply.error["code"], reply.error["message"]) == (UNTRUSTED.jsonrpc_code, UNTRUSTED.message)
+    world.expect(reply, f"a {tool.removeprefix('engram_memory_')} from a session that cannot be asked to confirm")
+    assert (reply.error["code"], reply.error["message"]) == (UNTRUSTED.jsonrpc_code, UNTRUSTED.message), (
+        "the protocol error does not carry the contract's message")
     assert_unchanged(world, tool, arguments)
 
 
@@ -445,11 +447,17 @@ def test_an_argument_claiming_approval_is_invalid(world: World, tool: str, field
              "confirm": True}[field]
     arguments = target_for(world, tool)
     before = world.conn.elicitations
-    reply = world.conn.call(tool, {**arguments, field: claim}, offered_meta(world, tool, None, None), answer="accept")
+    reply = world.conn.call(tool, {**arguments, field: claim}, offered_meta(world, tool, None, None), answer="accept",
+                            intent=world.stance())
     asked = world.conn.elicitations > before or reply.kind == "input_required"
     world.evidence.add("reply", {"asked": asked, "outcome": outcome(reply)})
+    if reply.kind == "input_required":  # asked first (allowed; this profile judges arguments first): answer it
+        reply = world.conn.call(tool, {**arguments, field: claim}, offered_meta(world, tool, None, None),
+                                input_responses=world.confirmer.input_responses("accept"),
+                                request_state=state_of(reply), intent=world.stance())
+    world.expect(reply, f"a {tool.removeprefix('engram_memory_')} whose arguments claim approval ({field})")
     assert outcome(reply) == "INVALID_SCHEMA", f"an argument {field!r} gave {outcome(reply)}, not INVALID_SCHEMA"
-    assert not asked, "the server asked for a confirmation before refusing the arguments"
+    pin("EMC-HP-022", not asked, "the server asked for a confirmation before refusing the arguments")
     assert_unchanged(world, tool, arguments)
 
 
@@ -466,16 +474,10 @@ def test_a_policy_gated_mutation_asks_and_honours_a_refusal(world: World, tool: 
     asked, refused = ask(world, tool, arguments, "decline", scope=scope, principal=principal)
     world.evidence.add("declined", {"scope": scope.label, "asked": asked, "outcome": outcome(refused)})
     assert asked, f"{tool} ran in {scope.label} without the confirmation its policy requires"
-    assert outcome(refused) == "gate_failed", f"a declined {tool} gave {outcome(refused)}"
+    world.expect(refused, f"a declined {tool.removeprefix('engram_memory_')} in {scope.label}")
     asked, approved = ask(world, tool, arguments, "accept", scope=scope, principal=principal)
     world.evidence.add("approved", {"asked": asked, "outcome": outcome(approved)})
-    assert asked, "the approved retry was not asked again: the refused call reserved its key"
-    assert outcome(approved) == "ok", f"an approved {tool} did not run ({outcome(approved)})"
-    value = approved.envelope["output"]["value"]
-    if tool == CAPTURE:
-        assert value.get("status") == "committed_pending", f"the approved capture is {value.get('status')!r}"
-    else:
-        assert value.get("replayed") is False, "the approved admission is a replay of the refused one"
+    world.expect(approved, f"the same {tool.removeprefix('engram_memory_')}, approved")
 
 
 @check("gate.ungated-calls", "EMC-GATE-002", "EMC-HP-025")
@@ -497,6 +499,7 @@ def test_an_ungated_call_does_not_ask(world: World, tool: str) -> None:
     asked, reply = ask(world, tool, arguments, "decline", scope=scope, principal=principal)
     world.evidence.add("reply", {"asked": asked, "outcome": outcome(reply)})
     assert not asked, f"{tool} asked for a confirmation in a scope that gates nothing"
+    world.expect(reply, f"{tool.removeprefix('engram_memory_')} in a scope that gates nothing")
     assert outcome(reply) == "ok", f"{tool} did not succeed ({outcome(reply)})"
 
 
@@ -510,31 +513,26 @@ def test_a_completed_mutation_replays_without_asking(world: World, tool: str) ->
     arguments = target_for(world, tool)
     meta = offered_meta(world, tool, None, None)
     if world.era == "legacy":
-        first = world.conn.call(tool, arguments, meta, answer="accept")
+        first = world.conn.call(tool, arguments, meta, answer="accept", intent=world.stance())
         state, responses = None, None
     else:
-        asked = world.conn.call(tool, arguments, meta)
+        asked = world.conn.call(tool, arguments, meta, intent=world.stance())
         require(asked.kind == "input_required", f"{tool} did not ask for a confirmation")
         state, responses = state_of(asked), world.confirmer.input_responses("accept")
-        first = world.conn.call(tool, arguments, meta, input_responses=responses, request_state=state)
+        first = world.conn.call(tool, arguments, meta, input_responses=responses, request_state=state,
+                                intent=world.stance())
     require(outcome(first) == "ok", f"the approved {tool} failed ({outcome(first)})")
-    original = first.envelope["output"]["value"]
     # Declining anything asked: a replay must not ask, so it cannot fail the gate.
     asked_again, replay = ask(world, tool, arguments, "decline")
     world.evidence.add("replay", {"asked": asked_again, "outcome": outcome(replay)})
-    assert not asked_again, "the replay of a completed mutation asked for a confirmation again"
-    assert outcome(replay) == "ok", f"the replay gave {outcome(replay)}"
-    value = replay.envelope["output"]["value"]
-    assert value.get("replayed") is True, "the replay is not marked replayed: the operation ran twice"
-    assert value.get("receipt") == original.get("receipt"), "the replay's receipt differs from the original one"
+    pin("EMC-HP-041", not asked_again, "the replay of a completed mutation asked for a confirmation again")
+    world.expect(replay, f"the same {tool.removeprefix('engram_memory_')} again, its confirmation declined")
+    pin("EMC-HP-041", outcome(replay) == "ok", f"the replay, its confirmation declined, gave {outcome(replay)}")
     if state is not None:
         # The spent state with its approval again: the key's stored outcome, never a second run.
-        again = world.conn.call(tool, arguments, meta, input_responses=responses, request_state=state)
+        again = world.conn.call(tool, arguments, meta, input_responses=responses, request_state=state,
+                                intent=Intent(confirmation="unknown"))
         world.evidence.add("state_resent", outcome(again))
-        # The replay lookup comes before the gate, so this is the stored outcome, not a verdict on the state.
-        assert outcome(again) == "ok", (
-            f"resending the spent state with the same key gave {outcome(again)}, not the replay"
-        )
-        resent = again.envelope["output"]["value"]
-        assert resent.get("replayed") is True and resent.get("receipt") == original.get("receipt"), (
-            "resending the spent state ran the operation again")
+        world.expect(again, "the same call with its spent state and approval again")
+        pin("EMC-HP-041", outcome(again) == "ok", f"resending the spent state with the same key gave "
+            f"{outcome(again)}, not the replay")

@@ -15,15 +15,17 @@ from typing import Any
 
 import pytest
 
-from engram_mcp.conformance._checks import check, require
+from engram_mcp.conformance._checks import check, pin, require
 from engram_mcp.conformance._connect import Reply
 from engram_mcp.conformance._profile import ScopeProfile
+from engram_mcp.conformance._tracker import plant
 from engram_mcp.conformance._world import World, fresh_key, unique
 from engram_mcp.contract import canonical_bytes, load, profile_digest, record_id
 
 CONTRACT = load()
 SEARCH, GET = "engram_memory_search", "engram_memory_get"
 CAPTURE, ADMISSION, WITHDRAW = "engram_memory_capture", "engram_memory_request_admission", "engram_memory_withdraw"
+FORGET = "engram_memory_forget"
 DEFAULT_LIMIT = CONTRACT.limit("search.limit.default")
 MAX_LIMIT = CONTRACT.limit("search.limit.max")
 BUDGET_MIN, BUDGET_MAX = CONTRACT.limit("max_packet_bytes.min"), CONTRACT.limit("max_packet_bytes.max")
@@ -76,14 +78,13 @@ def corpus(world: World, name: str = "small", count: int = CORPUS_SIZE, size: in
 
 def search(world: World, query: str, *, scope: ScopeProfile | None = None, principal: str | None = None,
            **options: Any) -> Reply:
-    arguments = {"query": query, "purpose_ref": world.profile.purpose_ref, **options}
-    return world.call(SEARCH, arguments, scope=scope, principal=principal)
+    """A search for a marker word of the check's own: the model knows every record it can match."""
+    return world.search(query, scope=scope, principal=principal, owned=True, **options)
 
 
 def get(world: World, rid: str, *, scope: ScopeProfile | None = None, principal: str | None = None,
         **options: Any) -> Reply:
-    return world.call(GET, {"record_id": rid, "purpose_ref": world.profile.purpose_ref, **options},
-                      scope=scope, principal=principal)
+    return world.get(rid, scope=scope, principal=principal, **options)
 
 
 def outcome(reply: Reply) -> str:
@@ -128,18 +129,18 @@ def test_a_page_holds_at_most_the_limit(world: World, limit: int | None) -> None
     left out."""
     marked = corpus(world)
     options: dict[str, Any] = {"limit": limit} if limit is not None else {}
-    value = world.value(search(world, marked.marker, **options), "search for the corpus")
+    reply = search(world, marked.marker, **options)
+    world.expect(reply, f"a search with {'limit ' + str(limit) if limit else 'the default limit'}")
+    value = world.value(reply, "search for the corpus")
     bound = limit if limit is not None else DEFAULT_LIMIT
     world.evidence.add("page", {"matches": len(marked.ids), "returned": len(value["records"]), "bound": bound,
                                 "cursor": "next_page_cursor" in value})
-    require(value["records"], "the corpus's admitted records are not found at all")
-    assert len(value["records"]) <= bound, f"{len(value['records'])} records on a page whose limit is {bound}"
 
 
-@check("search.paging", "EMC-SRCH-009", "EMC-HP-049")
+@check("search.paging", "EMC-SRCH-009", "EMC-HP-049", "EMC-SRCH-017")
 def test_paging_returns_every_match_once(world: World) -> None:
-    """Following next_page_cursor with limit 2 yields every match exactly once, ranks increasing, and ends without
-    a cursor."""
+    """Following next_page_cursor with limit 2 yields every match exactly once and ends without a cursor; ranks
+    increase across pages (this profile)."""
     marked = corpus(world)
     seen: list[str] = []
     ranks: list[int] = []
@@ -147,25 +148,20 @@ def test_paging_returns_every_match_once(world: World) -> None:
     while True:
         options: dict[str, Any] = {"limit": 2, **({"page_cursor": cursor} if cursor else {})}
         reply = search(world, marked.marker, **options)
-        value = value_of(reply)
-        assert value is not None, f"page {pages + 1} failed with {outcome(reply)}"
+        world.expect(reply, f"page {pages + 1} of a search with limit 2")
+        value = world.value(reply, f"page {pages + 1}")
         pages += 1
-        assert len(value["records"]) <= 2, f"page {pages} holds {len(value['records'])} records"
         seen += ids(value)
         ranks += [entry.get("rank") for entry in value["records"]]
         cursor = value.get("next_page_cursor")
         if cursor is None:
             break
-        assert len(cursor.encode("utf-8")) <= CURSOR_MAX, f"a cursor of {len(cursor.encode('utf-8'))} bytes"
-        assert value["records"], "a page with a cursor holds no record"
-        assert pages <= len(marked.ids) + 2, "paging does not end"
+        pin("EMC-HP-049", len(cursor.encode("utf-8")) <= CURSOR_MAX,
+            f"a cursor of {len(cursor.encode('utf-8'))} bytes, over page_cursor.max_bytes")
+        require(pages <= len(marked.ids) + 2, "paging does not end")
     world.evidence.add("paging", {"pages": pages, "records": len(seen), "matches": len(marked.ids), "ranks": ranks})
-    assert len(seen) == len(set(seen)), "a record came back on two pages"
-    assert all(isinstance(r, int) for r in ranks) and all(a < b for a, b in itertools.pairwise(ranks)), (
+    pin("EMC-SRCH-017", all(isinstance(r, int) for r in ranks) and all(a < b for a, b in itertools.pairwise(ranks)),
         f"ranks do not increase across pages: {ranks}")
-    assert set(seen) == set(marked.ids), (
-        f"paging returned {len(set(seen) & set(marked.ids))} of the {len(marked.ids)} matches"
-        + (f" and {len(set(seen) - set(marked.ids))} records that do not match" if set(seen) - set(marked.ids) else ""))
 
 
 @check("search.cursor-defaults", "EMC-HP-049", "EMC-SRCH-009")
@@ -177,9 +173,7 @@ def test_a_default_left_out_or_spelled_out_is_the_same_request(world: World) -> 
                                "capability_policy": dict(LEXICAL)}
     reply = search(world, marked.marker, page_cursor=first["next_page_cursor"], **spelled)
     world.evidence.add("continuation", outcome(reply))
-    value = value_of(reply)
-    assert value is not None, f"the same request with its defaults spelled out refused the cursor ({outcome(reply)})"
-    assert not set(ids(value)) & set(ids(first)), "the continuation repeats records of the first page"
+    world.expect(reply, "the next page, under the same request with its defaults spelled out")
 
 
 STALE_CASES = ["changed-query", "changed-limit", "changed-budget", "changed-policy", "tampered", "forged",
@@ -226,11 +220,50 @@ def test_a_cursor_that_cannot_be_honoured_is_stale(world: World, case: str) -> N
         marked.ids.append(world.accepted_record(text=marked_text(marked.marker, len(marked.ids)))[0])
     reply = search(world, query, scope=where, principal=principal, **options)
     world.evidence.add("reply", outcome(reply))
-    assert outcome(reply) == "STALE_PAGE", f"a {case} cursor gave {outcome(reply)}, not STALE_PAGE"
+    world.expect(reply, f"a search under a {case} cursor")
     if case != "new-admission":
         control = search(world, marked.marker, limit=2, page_cursor=cursor)
         world.evidence.add("genuine_continuation", outcome(control))
         require(outcome(control) == "ok", f"the genuine continuation failed too ({outcome(control)})")
+        world.expect(control, "the genuine continuation")
+
+
+@check("search.cursor-isolation", "EMC-HOST-005")
+@pytest.mark.parametrize("other", ["sibling-workspace", "other-tenant"])
+def test_a_cursor_replayed_in_another_scope_shows_none_of_its_records(world: World, other: str) -> None:
+    """A cursor minted in the primary scope, sent back in another scope, is refused or answered with none of the
+    primary scope's records: a cursor is no way around the scope binding."""
+    where = world.need(world.profile.sibling_workspace() if other == "sibling-workspace" else
+                       world.profile.other_tenant(), f"{other} (a second scope with memory on and a principal "
+                                                     "granted search)")
+    principal = world.principal(where, {SEARCH})
+    marked = corpus(world, "isolation", 3)
+    first = first_page(world, marked, limit=1)
+    reply = search(world, marked.marker, scope=where, principal=principal, limit=1,
+                   page_cursor=first["next_page_cursor"])
+    world.evidence.add("reply", outcome(reply))
+    world.expect(reply, f"a search bound to {other} under a cursor of the primary scope")
+
+
+@check("search.cursor-after-forget", "EMC-FGT-002")
+def test_a_cursor_minted_before_a_forget_never_serves_the_forgotten_record(world: World) -> None:
+    """A search chain begun before a forget, continued after it, never returns the forgotten record (it may end
+    STALE_PAGE): a cursor is no way around erasure."""
+    marked = corpus(world, "forget", 4)
+    first = first_page(world, marked, limit=1)
+    shown = set(ids(first))
+    later = [rid for rid in marked.ids if rid not in shown]
+    for rid in later[:2]:  # records the chain has not shown yet: its next pages would hold them
+        world.value(world.call(FORGET, {"record_id": rid, "idempotency_key": fresh_key(),
+                                        "reason_ref": "reason:conformance-cursor"}), "forget")
+    cursor, pages = first["next_page_cursor"], list[str]()
+    while cursor and len(pages) < len(marked.ids):
+        reply = search(world, marked.marker, limit=1, page_cursor=cursor)
+        pages.append(outcome(reply))
+        world.expect(reply, "the next page of a search begun before a forget")
+        value = value_of(reply)
+        cursor = value.get("next_page_cursor") if value is not None else None
+    world.evidence.add("continuation", {"forgotten": len(later[:2]), "pages": pages})
 
 
 @check("search.cursor-out-of-bounds", "EMC-SRCH-010", "EMC-HP-050")
@@ -238,18 +271,17 @@ def test_a_cursor_that_cannot_be_honoured_is_stale(world: World, case: str) -> N
 def test_a_cursor_outside_its_schema_bounds_is_invalid(world: World, case: str) -> None:
     """A page_cursor outside its schema bounds is INVALID_SCHEMA, not STALE_PAGE."""
     cursor = "" if case == "empty" else "A" * (CURSOR_MAX + 1)
-    reply = search(world, "ledger", page_cursor=cursor)
+    reply = world.search("ledger", page_cursor=cursor)
     world.evidence.add("reply", outcome(reply))
-    assert outcome(reply) == "INVALID_SCHEMA", f"a page_cursor of {len(cursor)} bytes gave {outcome(reply)}"
+    world.expect(reply, f"a page_cursor of {len(cursor)} bytes")
 
 
 # -- ranking channels and the capability policy ---------------------------------------------
 
 
 def ranking(value: dict[str, Any]) -> dict[str, Any]:
-    receipt = value.get("rank_receipt", {})
-    return {"order": ids(value), "scores": [entry.get("score") for entry in value["records"]],
-            "profile": receipt.get("profile"), "profile_config_digest": receipt.get("profile_config_digest")}
+    """What a ranking decides: the order and the scores. Labels (the receipt's profile name) a fallback may change."""
+    return {"order": ids(value), "scores": [entry.get("score") for entry in value["records"]]}
 
 
 @check("search.semantic-unavailable", "EMC-SRCH-008")
@@ -258,37 +290,42 @@ def test_a_semantic_minimum_is_never_met_by_a_silent_lexical_fallback(world: Wor
     lexical answer.
 
     The harness cannot see whether a target has a semantic channel. A target without
-    one must refuse; a target with one ranks with it, which changes the scores (or
-    the ranking profile) even where the order happens to agree. A success identical
-    in order, scores, profile and profile configuration to the lexical-only answer
-    is therefore the lexical answer relabelled: the silent fallback the contract forbids.
+    one must refuse; a target with one ranks with it, which changes the scores even
+    where the order happens to agree. A success identical in order and scores to the
+    lexical-only answer is therefore the lexical answer — relabelled or not, the
+    silent fallback the contract forbids.
     """
     marked = corpus(world)
     semantic = search(world, marked.marker, limit=MAX_LIMIT,
                       capability_policy={"minimum_channels": "lexical_and_semantic", "network": "forbid"})
     world.evidence.add("semantic", outcome(semantic))
+    world.expect(semantic, "a search whose policy asks for the semantic channel")
     if outcome(semantic) == "RANKING_UNAVAILABLE":
         return
-    assert outcome(semantic) == "ok", f"expected RANKING_UNAVAILABLE or a semantic ranking, got {outcome(semantic)}"
     lexical = world.value(
         search(world, marked.marker, limit=MAX_LIMIT, capability_policy=dict(LEXICAL)), "lexical search"
     )
     semantic_value = world.value(semantic, "semantic search")
-    world.evidence.add("rankings", {"semantic": ranking(semantic_value), "lexical": ranking(lexical)})
+    labels = {name: value.get("rank_receipt", {}).get("profile") for name, value in
+              (("semantic", semantic_value), ("lexical", lexical))}
+    world.evidence.add("rankings", {"semantic": ranking(semantic_value), "lexical": ranking(lexical),
+                                    "profiles": labels})
     assert ranking(semantic_value) != ranking(lexical), (
-        "lexical_and_semantic answered exactly the lexical ranking: a silent lexical fallback")
+        "lexical_and_semantic answered exactly the lexical ranking (order and scores): a silent lexical fallback"
+        + (" under another profile name" if labels["semantic"] != labels["lexical"] else ""))
 
 
-@check("search.capability-policy", "EMC-SRCH-006")
+@check("search.capability-policy", "EMC-SRCH-006", "EMC-SRCH-007")
 @pytest.mark.parametrize("policy", ["explicit-default", "network-allow"])
 def test_the_capability_policy_changes_nothing_the_host_did_not_grant(world: World, policy: str) -> None:
-    """{lexical, forbid} spelled out, and network: allow, give the same records in the same order as no
-    capability_policy."""
+    """{lexical, forbid} spelled out, and network: allow (which grants nothing), give the same records in the same
+    order as no capability_policy."""
     marked = corpus(world)
     omitted = world.value(search(world, marked.marker, limit=MAX_LIMIT), "search without capability_policy")
     sent = dict(LEXICAL) if policy == "explicit-default" else {"minimum_channels": "lexical", "network": "allow"}
     reply = search(world, marked.marker, limit=MAX_LIMIT, capability_policy=sent)
     world.evidence.add("reply", outcome(reply))
+    world.expect(reply, f"a search with capability_policy {sent}")
     value = value_of(reply)
     assert value is not None, f"capability_policy {sent} gave {outcome(reply)}"
     world.evidence.add("orders", {"omitted": ids(omitted), "sent": ids(value)})
@@ -310,42 +347,40 @@ def test_max_packet_bytes_outside_its_bounds_is_invalid(world: World, tool: str,
     else:
         reply = get(world, marked.ids[0], max_packet_bytes=budget)
     world.evidence.add("reply", outcome(reply))
-    if BUDGET_MIN <= budget <= BUDGET_MAX:
-        # Within the bounds the budget is honoured: a value, or PROJECTION_OVERSIZED if the record cannot fit it.
-        assert outcome(reply) in ("ok", "PROJECTION_OVERSIZED"), (
-            f"max_packet_bytes {budget}, within the bounds, gave {outcome(reply)}")
-    else:
-        assert outcome(reply) == "INVALID_SCHEMA", (
-            f"max_packet_bytes {budget} gave {outcome(reply)}, not INVALID_SCHEMA"
-        )
+    world.expect(reply, f"{tool.removeprefix('engram_memory_')} with max_packet_bytes {budget}")
 
 
-@check("search.packet-budget", "EMC-SRCH-005")
+@check("search.packet-budget", "EMC-SRCH-005", "EMC-SRCH-015")
 @pytest.mark.parametrize(("tool", "budget"), [(SEARCH, BUDGET_MIN), (SEARCH, 16384), (SEARCH, None), (GET, BUDGET_MIN),
                                          (GET, None)], ids=["search-min", "search-16384", "search-default",
                                                             "get-min", "get-default"])
 def test_a_value_never_exceeds_the_budget(world: World, tool: str, budget: int | None) -> None:
-    """The canonical size of every search page and get value is at most max_packet_bytes (or its default)."""
+    """Every record packet of a search page or a get is within max_packet_bytes (or its default); so is the whole
+    value, in this profile."""
     bound = budget or BUDGET_DEFAULT
     options: dict[str, Any] = {"max_packet_bytes": budget} if budget else {}
     # Small records where one must fit the minimum budget; bulky ones, together over the budget, elsewhere.
     marked = corpus(world) if budget == BUDGET_MIN else corpus(world, "bulky", BULKY_SIZE, BULKY_TEXT)
     sizes: list[int] = []
     if tool == GET:
-        value = world.value(get(world, marked.ids[0], **options), "get")
-        sizes.append(size(value))
+        reply = get(world, marked.ids[0], **options)
+        world.expect(reply, f"get within a budget of {bound}")
+        sizes.append(size(world.value(reply, "get")))
     else:
         cursor = None
         for _ in range(3):
             page: dict[str, Any] = {"limit": MAX_LIMIT, **options, **({"page_cursor": cursor} if cursor else {})}
-            value = world.value(search(world, marked.marker, **page), "search")
+            reply = search(world, marked.marker, **page)
+            world.expect(reply, f"a search page within a budget of {bound}")
+            value = world.value(reply, "search")
             sizes.append(size(value))
             require(value["records"], "a page of the corpus came back empty")
             cursor = value.get("next_page_cursor")
             if cursor is None:
                 break
     world.evidence.add("sizes", {"budget": bound, "values": sizes})
-    assert max(sizes) <= bound, f"a {tool.removeprefix('engram_memory_')} value of {max(sizes)} bytes exceeds {bound}"
+    pin("EMC-SRCH-015", max(sizes) <= bound,
+        f"a {tool.removeprefix('engram_memory_')} value of {max(sizes)} bytes exceeds {bound} as a whole")
 
 
 def oversized_record(world: World) -> tuple[str, str]:
@@ -378,6 +413,7 @@ def test_get_of_a_record_over_the_budget_is_projection_oversized(world: World) -
     reply = get(world, rid, max_packet_bytes=BUDGET_MIN)
     world.evidence.add("reply", {"default": outcome(control), "min_budget": outcome(reply),
                                  "packet_bytes": size(value_of(control))})
+    world.expect(reply, "get of a record over the budget")
     assert outcome(reply) == "PROJECTION_OVERSIZED", f"a packet over the budget gave {outcome(reply)}"
 
 
@@ -388,12 +424,24 @@ def test_get_of_a_record_over_the_budget_is_projection_oversized(world: World) -
 def test_every_search_record_carries_its_record_id(world: World) -> None:
     """Every entry of records carries record.record_id, and it is one of the matching records."""
     marked = corpus(world)
-    value = world.value(search(world, marked.marker, limit=MAX_LIMIT), "search for the corpus")
-    found = ids(value)
+    reply = search(world, marked.marker, limit=MAX_LIMIT)
+    world.expect(reply, "a search for the corpus")
+    found = ids(world.value(reply, "search for the corpus"))
     world.evidence.add("records", len(found))
     require(found, "the corpus's admitted records are not found at all")
     assert all(isinstance(r, str) and RECORD_ID.fullmatch(r) for r in found), "a record without a well-formed record_id"
-    assert set(found) <= set(marked.ids), "a record_id that is not one of the matching records"
+
+
+@check("get.record-id", "EMC-GET-002")
+def test_get_returns_the_record_asked_for(world: World) -> None:
+    """get of a current record returns that record: record.record_id and read_receipt.record_id are the id asked
+    for (whatever the digests around them, which are this profile's: wiring.digests-recompute)."""
+    marked = corpus(world)
+    for rid in marked.ids[:3]:
+        reply = get(world, rid)
+        world.expect(reply, "get of a current record")
+        require(reply.value is not None, f"get of a current record answered {outcome(reply)}")
+    world.evidence.add("records_read", min(3, len(marked.ids)))
 
 
 @check("search.response-digest", "EMC-HP-046")
@@ -432,9 +480,7 @@ def test_an_empty_success_means_nothing_matched(world: World, case: str) -> None
         reply = search(world, unique("nomatch"))
         value = value_of(reply)
         world.evidence.add("reply", {"outcome": outcome(reply), "records": len(value["records"]) if value else None})
-        assert value is not None, f"a query with no match gave {outcome(reply)}, not an empty success"
-        assert value["records"] == [] and "next_page_cursor" not in value, (
-            "a query with no match returned records or a cursor")
+        world.expect(reply, "a query nothing matches")
         return
     if case == "over-budget":
         marker, rid = oversized_record(world)
@@ -453,6 +499,7 @@ def test_an_empty_success_means_nothing_matched(world: World, case: str) -> None
     reply = search(world, marker, **options)
     value = value_of(reply)
     world.evidence.add("reply", {"outcome": outcome(reply), "records": len(value["records"]) if value else None})
+    world.expect(reply, f"a query matching a current record ({case})")
     assert not (value is not None and not value["records"]), (
         f"a query matching a current record ({case}) was answered with an empty success: a failure shown as no match")
     if value is not None:
@@ -465,7 +512,7 @@ def test_an_empty_success_means_nothing_matched(world: World, case: str) -> None
 
 def secret_line() -> str:
     """A credential assignment assembled at run time (see test_secrets.py)."""
-    return "db_" + "pass" + "word=" + secrets.token_urlsafe(12) + "7Q"
+    return plant("db_" + "pass" + "word=" + secrets.token_urlsafe(12) + "7Q")
 
 
 @check("search.only-current", "EMC-LIFE-001")
@@ -495,12 +542,11 @@ def test_candidates_that_are_not_current_records_are_never_seen(world: World, st
         reply = world.call(WITHDRAW, {"candidate_id": candidate, "idempotency_key": fresh_key(),
                                       "reason_ref": "reason:conformance-search"}, scope=scope, principal=principal)
         require(outcome(reply) == "ok", f"the withdrawal failed ({outcome(reply)})")
-    found = ids(world.value(search(world, marker, scope=scope, principal=principal, limit=MAX_LIMIT), "search"))
+    found = world.found(search(world, marker, scope=scope, principal=principal, limit=MAX_LIMIT),
+                        f"a search for the marker a {state} candidate shares with the control record")
     hidden = record_id(captured["record_digest"]) if isinstance(captured.get("record_digest"), str) else None
-    read = outcome(get(world, hidden, scope=scope, principal=principal)) if hidden else None
+    read = get(world, hidden, scope=scope, principal=principal) if hidden else None
     world.evidence.add("seen", {"scope": scope.label, "search": len(found), "control_found": control in found,
-                                "get_of_candidate": read})
-    if control is not None:
-        require(control in found, "the admitted control record is not found, so absence proves nothing")
-    assert found == ([control] if control else []), f"a {state} candidate is returned by search"
-    assert read != "ok", f"get returned a {state} candidate"
+                                "get_of_candidate": outcome(read) if read else None})
+    if read is not None:
+        world.expect(read, f"get of the record a {state} candidate would become")

@@ -22,6 +22,7 @@ import pytest
 
 from engram_mcp.conformance._checks import check
 from engram_mcp.conformance._connect import Reply
+from engram_mcp.conformance._tracker import plant
 from engram_mcp.conformance._world import World, capture_arguments, fresh_key, unique
 from engram_mcp.contract import record_id
 
@@ -94,7 +95,7 @@ def test_a_capture_carrying_a_secret_never_becomes_readable(world: World, family
     scope = world.profile.rejecting_secrets() or world.primary
     principal = world.principal(scope, {CAPTURE, ADMISSION, SEARCH, GET})
     marker = unique("sec")
-    text = f"Decision {marker}: the deployment runbook keeps this line verbatim. {FAMILIES[family]()}"
+    text = f"Decision {marker}: the deployment runbook keeps this line verbatim. {plant(FAMILIES[family]())}"
     arguments = capture_arguments(world.profile.purpose_ref, text=text)
     captured = world.call(CAPTURE, arguments, scope=scope, principal=principal)
     seen: dict[str, object] = {"scope": scope.label, "capture": outcome(captured)}

@@ -1,8 +1,9 @@
-"""Argument refusals that rest on a profile pin alone are marked, and not asked at the contract level.
+"""Argument verdicts that rest on a profile pin alone are marked, and not asked at the contract level.
 
-EMC-ENC-015 (candidate_id's form) and EMC-SRCH-014 (both capability_policy
-members) are this project's choices: a server with opaque candidate ids or with
-per-member policy defaults is still true to the contract.
+EMC-ENC-015 (candidate_id's form), EMC-SRCH-014 (both capability_policy members), EMC-HP-050 (the cursor's
+length), EMC-ENC-014/011 (which code a malformed digest gets), EMC-CAP-017 (family refs in UTF-16 order) and
+EMC-ENC-013 (the size of the canonical form) are this project's choices: a server with opaque candidate ids,
+per-member policy defaults, code-point order or INVALID_SCHEMA for a bad digest is still true to the contract.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from typing import Any
 import pytest
 
 from engram_mcp.conformance import _fuzz as fuzz
-from engram_mcp.conformance import _pins as pins
 from engram_mcp.conformance import _schemas as schemas
 from engram_mcp.contract import load
+from engram_mcp.contract.model import _arguments as pins
 
 CONTRACT = load()
 ADMIT, WITHDRAW, SEARCH = "engram_memory_request_admission", "engram_memory_withdraw", "engram_memory_search"
@@ -56,9 +57,8 @@ def test_an_opaque_candidate_id_must_still_be_a_non_empty_string(tool: str) -> N
 def test_per_member_policy_defaults_pass_discovery() -> None:
     schema = _policy_with_defaults()
     assert schemas.disagreement(SEARCH, schema) is None
-    verdicts = schemas.pinned_verdicts(SEARCH, schema)
-    assert {pin for pin, _, _ in verdicts} == {pins.POLICY_PIN}
-    assert not any(refused for _, refused, _ in verdicts)
+    verdicts = [v for v in schemas.pinned_verdicts(SEARCH, schema) if v[0] == pins.POLICY_PIN]
+    assert verdicts and not any(refused for _, refused, _ in verdicts)
 
 
 def test_an_enum_violation_in_the_policy_is_still_asked() -> None:
@@ -90,14 +90,25 @@ def test_the_fixture_loader_marks_pinned_cases(tool: str, description: str, expe
     assert not case.valid and case.pins == expected
 
 
-@pytest.mark.parametrize("tool", [SEARCH, ADMIT, WITHDRAW])
-def test_the_written_marks_agree_with_the_oracle(tool: str) -> None:
-    """The generator writes the marks by hand; relaxing the pinned value must make exactly those cases valid."""
+@pytest.mark.parametrize("tool", [SEARCH, ADMIT, WITHDRAW, "engram_memory_capture"])
+def test_the_written_marks_agree_with_the_model(tool: str) -> None:
+    """The corpus on disk carries the marks the contract model gives its cases (the generator writes them)."""
     for case in fuzz.fixture_cases(tool, everything=True):
-        if case.valid:
-            assert case.pins == ()
-            continue
         assert fuzz.pinned_by(tool, case.arguments, case.rules) == case.pins, case.label
+
+
+@pytest.mark.parametrize(("field", "value", "pin", "allowed"), [
+    (("evidence", "evidence_digest"), "sha256:" + "A" * 64, pins.DIGEST_CODE_PIN, {"INVALID_SCHEMA", "INVALID_DIGEST"}),
+    (("payload", "reconciliation", "family_refs"), ["family:\uff01", "family:\U0001f600"], pins.ORDER_PIN,
+     {None, "INVALID_SCHEMA"}),
+    (("payload", "reconciliation", "family_refs"), ["family:\U0001f600", "family:\uff01"], pins.ORDER_PIN,
+     {None, "INVALID_SCHEMA"}),
+])
+def test_a_verdict_only_the_profile_decides_allows_both_answers(field: tuple[str, ...], value: Any, pin: str,
+                                                                allowed: set[str | None]) -> None:
+    arguments = fuzz.put(fuzz.base_arguments("engram_memory_capture", "purpose:test"), field, value)
+    verdict = pins.judge_arguments("engram_memory_capture", arguments)
+    assert verdict.pins == (pin,) and set(verdict.allowed) == allowed
 
 
 def test_generated_cases_carry_the_pins() -> None:
@@ -155,20 +166,15 @@ def _captured(candidate_id: str) -> dict[str, Any]:
             "transaction_receipt_digest": "sha256:" + "0" * 64}
 
 
-@pytest.mark.parametrize(("candidate_id", "pinned", "refused"), [
-    ("candidate_" + "a" * 64, False, False),  # this project's form
+@pytest.mark.parametrize(("candidate_id", "contract", "profile"), [
+    ("candidate_" + "a" * 64, True, True),  # this project's form
     ("cand-3836ae4f-77d9-4808-9493-0b69bd701b58", True, False),  # another server's opaque id
-    ("", False, True),  # not an id at all: the contract's refusal, not the pin
+    ("", False, False),  # not an id at all: the contract's refusal too
 ])
-def test_a_returned_candidate_id_of_another_form_is_only_the_value_pin(candidate_id: str, pinned: bool,
-                                                                       refused: bool) -> None:
-    """output.value's candidate_id pattern is this project's (EMC-ENV-007): a value keeps EMC-ENV-004 without it."""
-    loose, taken = pins.relaxed_value(_captured(candidate_id))
-    assert taken == ((pins.VALUE_PIN,) if pinned else ())
-    validator = CONTRACT.validator(CONTRACT.value_schema("engram_memory_capture"))
-    assert validator.is_valid(loose) is not refused
-    outcome = {
-        "outcome": {**_captured(candidate_id), "status": "rejected", "decision_receipt_digest": "sha256:" + "1" * 64},
-        "replayed": False,
-    }
-    assert pins.relaxed_value(outcome)[1] == taken
+def test_a_returned_candidate_id_of_another_form_breaks_only_the_closed_value_schema(
+        candidate_id: str, contract: bool, profile: bool) -> None:
+    """output.value's candidate_id pattern is this project's (EMC-ENV-007): the contract's value schema
+    (EMC-ENV-004) holds an opaque id."""
+    value = _captured(candidate_id)
+    assert CONTRACT.validator(CONTRACT.contract_value_schema("engram_memory_capture")).is_valid(value) is contract
+    assert CONTRACT.validator(CONTRACT.value_schema("engram_memory_capture")).is_valid(value) is profile

@@ -2,7 +2,8 @@
 
     python tools/ci/annotate.py REPORT_DIR [--exit-code N]
 
-Prints one ``::error`` per failed check and one ``::warning`` per unmet SHOULD,
+Prints one ``::error`` per failed check, one ``::warning`` per unmet SHOULD and one
+``::notice`` per profile pin not kept (PIN: not scored at the run's level),
 each titled with the check id, era and case, and a closing ``::error`` or
 ``::notice`` with the run's verdict line; a run that wrote no report (a usage
 error, a harness that could not start) still gets its ``::error``. Where
@@ -23,7 +24,7 @@ from typing import Any
 
 # GitHub shows at most 10 error and 10 warning annotations per step; past that they are counted, not shown.
 SHOWN = 10
-LEVELS = {"FAIL": "error", "ERROR": "error", "XPASS": "error", "WARN": "warning"}
+LEVELS = {"FAIL": "error", "ERROR": "error", "XPASS": "error", "WARN": "warning", "PIN": "notice"}
 
 
 def _data(text: str) -> str:
