@@ -32,7 +32,9 @@ from engram_mcp.conformance._certificate import (
     write_attestation,
 )
 from engram_mcp.conformance._certificate_sign import sign_command
+from engram_mcp.conformance._checks import Status
 from engram_mcp.conformance._cli_certificate import keygen, verify_certificate
+from engram_mcp.conformance._findings import blamed
 from engram_mcp.conformance._report import REPORT_FILES
 from engram_mcp.conformance._run import EXIT_UNREACHABLE, EXIT_USAGE, Run, harness_version
 from engram_mcp.contract import load
@@ -126,6 +128,9 @@ def summary_json(run: Run | None, code: int, attestation: Path | None) -> dict[s
         "target": run.target_identity, "server": run.server_identity, "eras": predicate["eras"]["spoken"],
         "transports": predicate["transports"], "seed": run.seed, "selection": list(run.select),
         "unreachable": run.unreachable, "counts": verdict["checks"], "scored_musts": verdict["scoredMusts"],
+        # Checks whose only findings break profile pins: no failure at the contract level, named all the same.
+        "pinned": {r.label: list(blamed(r)) for r in sorted(run.results, key=lambda r: r.label)
+                   if r.status is Status.PIN},
         "report_dir": str(run.report_dir) if run.report_dir else None,
         "attestation": str(attestation) if attestation else None,
     }

@@ -366,7 +366,7 @@ def test_the_action_signs_annotates_and_fails_a_faulty_server(home: Path, tmp_pa
     assert conformance.ran and conformance.code == 0, conformance.output[-3000:]
     assert run.output("exit-code") == "1", conformance.output[-3000:]
     annotations = run.step("Annotate the failures").output.splitlines()
-    failure = "::error title=discovery.unknown-tool@legacy[unknown]::FAIL: expected a JSON-RPC error, got a result"
+    failure = "::error title=discovery.unknown-tool@legacy[unknown]::FAIL: a call of a tool that does not exist"
     assert any(line.startswith(failure) for line in annotations), annotations
     assert annotations[-1] == "::error title=conformance verdict::VERDICT: not conformant (a MUST failed)"
     assert run.output("verdict") == "VERDICT: not conformant (a MUST failed)"

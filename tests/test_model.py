@@ -1,8 +1,8 @@
 """The executable model of contract 1.0.0: the answers it allows, the state it advances to, what it blames.
 
 These tests feed the model answers by hand: what a correct server may say (several where the contract leaves a
-choice), and what a faulty one says. tests/conformance/test_model_reference.py judges the reference's own
-answers with it.
+choice), and what a faulty one says. The certification of the reference (tests/conformance/test_harness_e2e.py)
+judges every answer of a whole run with it.
 """
 
 from __future__ import annotations
@@ -204,6 +204,19 @@ def test_a_refused_capture_may_bind_its_key_but_the_profile_reserves_nothing() -
     assert not stored.allowed
 
 
+def test_a_capture_refused_for_its_purpose_leaves_its_key_free() -> None:
+    run = Run()
+    key = run.key()
+    wrong = call("capture", capture_args("alpha", key), purpose_ok=False)
+    assert run.step(wrong, Observation("protocol", -32603)).allowed
+    fixed = call("capture", capture_args("alpha", key))
+    reserved = run.step(fixed, refused("DIGEST_CONFLICT"))
+    assert not reserved.allowed and reserved.broken == ("EMC-HOST-008",)
+    replayed = run.step(fixed, ok({"status": "duplicate_exact", "candidate_id": candidate_of("x")}))
+    assert not replayed.allowed and replayed.broken == ("EMC-HOST-008",)
+    assert run.step(fixed, ok({"status": "committed_pending", "candidate_id": candidate_of("c-fixed")})).allowed
+
+
 # -- lifecycle ------------------------------------------------------------------------------------------------
 
 
@@ -333,6 +346,17 @@ def test_an_unconfigured_scope_may_answer_either_protocol_error() -> None:
     for code, pinned in ((-32602, []), (-32603, ["EMC-HOST-013"])):
         judgement = run.step(nowhere, Observation("protocol", code))
         assert judgement.allowed and [p.requirement for p in judgement.pins] == pinned
+
+
+def test_a_result_where_only_a_protocol_error_is_allowed_is_wrong_even_unreadable() -> None:
+    run = Run()
+    unknown = call("admin", {}, A)
+    for seen in (Observation("unreadable"), ok({"anything": True}, asked=False)):
+        judgement = run.step(unknown, seen)
+        assert not judgement.allowed and judgement.conclusive and judgement.broken == ("EMC-DISC-003",)
+    assert run.step(unknown, Observation("protocol", -32602)).allowed
+    unreadable = run.step(call("get", {"record_id": "mem_a", "purpose_ref": "p"}), Observation("unreadable"))
+    assert unreadable.allowed and not unreadable.conclusive  # an envelope was due: the envelope checks judge it
 
 
 def test_a_malformed_digest_may_be_either_code_of_its_row() -> None:

@@ -32,6 +32,26 @@ def test_ci_runs_the_readme_test_command_verbatim() -> None:
     assert readme_commands()[1] in ci.splitlines()
 
 
+def python_examples() -> list[tuple[str, int, str]]:
+    """Every ```python block of the README and of spec/: (file, block number, code)."""
+    found = []
+    for path in [ROOT / "README.md", *sorted((ROOT / "spec").glob("*.md"))]:
+        blocks = re.findall(r"```python\n(.*?)\n```", path.read_text(encoding="utf-8"), re.S)
+        found += [(path.relative_to(ROOT).as_posix(), n, code) for n, code in enumerate(blocks, 1)]
+    return found
+
+
+@pytest.mark.parametrize(("document", "number", "code"), python_examples(), ids=lambda v: str(v)[:40])
+def test_every_python_example_in_the_documents_runs(document: str, number: int, code: str) -> None:
+    # A fresh interpreter, as a reader would run it: nothing from the test session leaks in.
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, f"{document}, example {number}:\n{done.stderr[-2000:]}"
+
+
+def test_the_documents_show_python_examples() -> None:
+    assert {doc for doc, _, _ in python_examples()} >= {"README.md", "spec/model.md"}
+
+
 @pytest.mark.parametrize("package", sorted(DATA_DIRS))
 def test_every_data_file_ships_in_the_installed_package(package: str) -> None:
     """In CI the package is installed from a wheel, so this proves the data ships."""

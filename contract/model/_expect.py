@@ -122,8 +122,10 @@ def judge(expectation: Expectation, state: State, seen: Observation) -> tuple[Ju
     """The judgement of one answer in its situation, and the state it leads to."""
     if not expectation.judged:
         return Judgement(expectation, seen, True, False), expectation.uncertain(state, seen)
-    if seen.kind in ("none", "unreadable"):
+    protocol_only = bool(expectation.alternatives) and all(a.kind == "protocol" for a in expectation.alternatives)
+    if seen.kind == "none" or (seen.kind == "unreadable" and not protocol_only):
         return Judgement(expectation, seen, True, False), expectation.uncertain(state, seen)
+    # An unreadable result is still a result: where the contract allows only a JSON-RPC error, it is wrong.
     fitting = [a for a in expectation.alternatives if a.fits(seen)]
     if seen.kind == "refusal" and not fitting:
         if seen.code == OUTCOME_UNKNOWN:

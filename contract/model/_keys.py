@@ -56,8 +56,22 @@ def refusal_effect(call: Call) -> Effect:
     return after
 
 
-# Which requirement a retriable refusal that had taken effect after all breaks.
-LAPSES = {"DEADLINE_EXCEEDED": "EMC-HOST-015", "CANCELLED": "EMC-HOST-016"}
+# Which requirement a refusal that had taken effect after all breaks: the retriable codes, and the -32603 a
+# purpose other than the bound one gets (that call was never the caller's to make, so its key stays free).
+LAPSES = {"DEADLINE_EXCEEDED": "EMC-HOST-015", "CANCELLED": "EMC-HOST-016", "purpose": "EMC-HOST-008"}
+
+
+def lapse_effect(call: Call, reason: str) -> Effect:
+    """A refusal that leaves the key free, and remembers why: its retry is a first execution."""
+    key, operation = key_of(call), operation_bytes(call.tool, call.arguments)
+
+    def after(state: State, seen: Observation) -> State:
+        held = state.keys.get(key)
+        if held is not None and not held.lapsed:
+            return state
+        return state.with_key(key, KeyUse(call.tool, operation, lapsed=reason))
+
+    return after
 
 
 def with_key(call: Call, state: State, fresh: Expectation) -> Expectation:
@@ -154,12 +168,20 @@ def _after_lapse(call: Call, use: KeyUse, fresh: Expectation) -> Expectation:
         return [Problem(requirement, f"the call refused {use.lapsed} (retriable: no effect) had taken effect: its "
                                      "retry was answered as a repetition")]
 
+    def reserved(seen: Observation) -> list[Problem]:
+        return [Problem(requirement, f"the call refused {use.lapsed} (no effect) had reserved its key: its retry "
+                                     "was refused DIGEST_CONFLICT")]
+
     replayed = Alternative("replay-after-retriable", "success", cites=cited(requirement), check=lapse,
                            shape=lambda seen: (seen.value or {}).get("replayed") is True
                            or (seen.value or {}).get("status") == "duplicate_exact")
+    conflict = Alternative("conflict-after-retriable", "refusal", frozenset({"DIGEST_CONFLICT"}),
+                           cited(requirement), check=reserved)
+    fresh_codes = {c for a in fresh.alternatives if a.kind == "refusal" for c in a.codes}
+    extra = (replayed,) if "DIGEST_CONFLICT" in fresh_codes else (replayed, conflict)
     return replace(fresh, situation=fresh.situation + "+after-retriable",
                    describe=f"{fresh.describe}, retried after a {use.lapsed} refusal",
-                   alternatives=(*fresh.alternatives, replayed))
+                   alternatives=(*fresh.alternatives, *extra))
 
 
 def _short(tool: str) -> str:

@@ -101,7 +101,7 @@ def capture(state: State, facts: HostFacts, call: Call) -> Expectation:
         alternatives += (Alternative("committed_pending", "success", cites=cited("EMC-CAP-014", "EMC-CAP-015"),
                                      check=check, effect=committed, mutates=True,
                                      shape=status_is("committed_pending")),)
-    return Expectation("capture.new-key", "a capture under a key new to the principal", alternatives,
+    return Expectation("capture.new-key", "a capture", alternatives,
                        cited("EMC-CAP-014", "EMC-CAP-015") if maybe_fine
                        else tuple(dict.fromkeys(r for a in refusals for r in a.cites)))
 

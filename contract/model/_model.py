@@ -24,7 +24,7 @@ from engram_mcp.contract._loader import load
 from engram_mcp.contract.model._arguments import ACCEPTED, judge_arguments
 from engram_mcp.contract.model._call import Call, HostFacts, Observation
 from engram_mcp.contract.model._expect import Alternative, Expectation, Judgement, Problem, cited, judge
-from engram_mcp.contract.model._keys import with_key
+from engram_mcp.contract.model._keys import lapse_effect, with_key
 from engram_mcp.contract.model._lifecycle import BUILDERS
 from engram_mcp.contract.model._reads import get, search
 from engram_mcp.contract.model._state import State
@@ -57,7 +57,10 @@ class Model:
             refusals.append(Alternative("argument-refusal", "refusal", frozenset(verdict.allowed - {ACCEPTED}),
                                         cited("EMC-ENC-008")))
         if call.tool in PURPOSED and not call.purpose_ok:
-            refusals.append(_protocol("purpose", {UNTRUSTED}, "EMC-HOST-008"))
+            purpose = _protocol("purpose", {UNTRUSTED}, "EMC-HOST-008")
+            if call.tool in BUILDERS and ACCEPTED in verdict.allowed:  # its key is well formed: keep it free
+                purpose = replace(purpose, effect=lapse_effect(call, "purpose"))
+            refusals.append(purpose)
         if ACCEPTED not in verdict.allowed or not call.purpose_ok:
             return self._gated(call, Expectation("arguments.refused", _refused_words(call, verdict.allowed),
                                                  tuple(refusals), tuple(dict.fromkeys(

@@ -56,6 +56,11 @@ def assert_certified(
     scored = footer(report_dir)["scored_musts"]
     assert scored["not_exercised"] == scored["failed"] == 0, scored
     assert scored["passed"] + scored["excluded"] == scored["total"] > 100, scored
+    # The model judged the run's calls in each era, and allowed every answer (the check passes only then).
+    every_call = [c for c in checks(report_dir) if c["check"] == "model.every-call"]
+    assert {c["era"] for c in every_call} == set(json.loads(
+        (report_dir / "report.jsonl").read_text().splitlines()[0])["eras"]), every_call
+    assert all(c["status"] == "PASS" and c["evidence"]["calls_judged"] > 100 for c in every_call), every_call
 
 
 @pytest.fixture(scope="module")

@@ -672,7 +672,7 @@ def answer_without_state(server: FaultyServer) -> None:
     server._confirm = trusting  # type: ignore[method-assign]
 
 
-@variant("state-reusable", breaks=["EMC-HP-038"], caught_by=["gate.forged-state"], era="modern")
+@variant("state-reusable", breaks=["EMC-HP-038"], caught_by=["gate.reused-state"], era="modern")
 def state_reusable(server: FaultyServer) -> None:
     """Request states are never burnt: a declined state can be answered again."""
     def reusable(nonce: str, now: datetime | None = None) -> bool:
@@ -737,7 +737,9 @@ def reference_window_from_receipt(server: FaultyServer) -> None:
     server._confirm_reference = on_arrival  # type: ignore[method-assign]
 
 
-@variant("reference-replayable", breaks=["EMC-HP-065"], caught_by=["confirmation-ref.single-use"], era="modern")
+@variant("reference-replayable", breaks=["EMC-HP-065"],
+         caught_by=["confirmation-ref.reused-id", "confirmation-ref.reused-token"],
+         era="modern")
 def reference_replayable(server: FaultyServer) -> None:
     """Reference ids are never recorded: a spent reference, or its id under a new signature, confirms again."""
     consume = server.engine.consume_state
@@ -973,6 +975,48 @@ def forget_keeps_no_tombstone(server: FaultyServer) -> None:
     _wrap_operation(server, FORGET, make)
 
 
+_TOMBSTONED_CANDIDATE: ContextVar[bool] = ContextVar("tombstoned_candidate", default=False)
+
+
+class _HoldsForgottenContent:
+    """An admission policy that turns every decision on forgotten content into adjudication, rejections too."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.policy_id, self.policy_version = inner.policy_id, inner.policy_version
+
+    def decide(self, candidate: Any) -> Any:
+        decided = self.inner.decide(candidate)
+        return dataclasses.replace(decided, decision="adjudicate") if _TOMBSTONED_CANDIDATE.get() else decided
+
+
+@variant("rejection-turned-adjudication", breaks=["EMC-ADM-008"], caught_by=["lifecycle.forgotten-content-rejected"],
+         era="modern")
+def rejection_turned_adjudication(server: FaultyServer) -> None:
+    """Content equal to a forgotten record is held for adjudication whatever the policy decided, a rejection too."""
+    lifecycle = server.engine.lifecycle
+    policy_for = lifecycle.policy_for
+    lifecycle.policy_for = lambda scope: dataclasses.replace(policy_for(scope),
+                                                             admission=_HoldsForgottenContent(policy_for(scope).admission))
+
+    def make(admit: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+        def holding(caller: Any, args: dict[str, Any], now: Any) -> dict[str, Any]:
+            with _sqlite(server).read() as db:
+                tombstoned = db.execute(
+                    "SELECT 1 FROM candidates c JOIN tombstones t ON t.tenant = c.tenant AND t.workspace = c.workspace "
+                    "AND t.payload_digest = c.payload_digest WHERE c.tenant = ? AND c.workspace = ? "
+                    "AND c.candidate_id = ?", (caller.tenant, caller.workspace, args["candidate_id"])).fetchone()
+            token = _TOMBSTONED_CANDIDATE.set(tombstoned is not None)
+            try:
+                return admit(caller, args, now)
+            finally:
+                _TOMBSTONED_CANDIDATE.reset(token)
+
+        return holding
+
+    _wrap_operation(server, ADMIT, make)
+
+
 @variant("withdraw-accepted-allowed", breaks=["EMC-LIFE-006"], caught_by=["lifecycle.withdraw-accepted"], era="legacy")
 def withdraw_accepted_allowed(server: FaultyServer) -> None:
     """Withdraw of an accepted candidate succeeds instead of ILLEGAL_TRANSITION."""
@@ -1056,6 +1100,125 @@ def semantic_falls_back_to_lexical(server: FaultyServer) -> None:
         return fallback
 
     _wrap_operation(server, SEARCH, make)
+
+
+@variant("cursor-leaks-scope", breaks=["EMC-HOST-005"], caught_by=["search.cursor-isolation"], era="modern")
+def cursor_leaks_scope(server: FaultyServer) -> None:
+    """A page cursor carries its chain's binding: sent under another scope's binding, it goes on with the chain of
+    the scope that minted it."""
+    minted: dict[str, Any] = {}
+
+    def make(search: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+        def chained(caller: Any, args: dict[str, Any], now: Any) -> dict[str, Any]:
+            cursor = args.get("page_cursor")
+            caller = minted.get(cursor, caller) if isinstance(cursor, str) else caller
+            value = search(caller, args, now)
+            if "next_page_cursor" in value:
+                minted[value["next_page_cursor"]] = caller
+            return value
+
+        return chained
+
+    _wrap_operation(server, SEARCH, make)
+
+
+@variant("cursor-serves-forgotten", breaks=["EMC-FGT-002"], caught_by=["search.cursor-after-forget"], era="legacy")
+def cursor_serves_forgotten(server: FaultyServer) -> None:
+    """Every page of a search is computed with its first page and served from that cache, which forget does not
+    reach."""
+    pages: dict[str, dict[str, Any]] = {}
+
+    def make(search: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+        def cached(caller: Any, args: dict[str, Any], now: Any) -> dict[str, Any]:
+            cursor = args.get("page_cursor")
+            if isinstance(cursor, str) and cursor in pages:
+                return copy.deepcopy(pages[cursor])
+            value = following = search(caller, args, now)
+            while "next_page_cursor" in following and len(pages) < 10_000:
+                after = following["next_page_cursor"]
+                following = pages[after] = search(caller, {**args, "page_cursor": after}, now)
+            return value
+
+        return cached
+
+    _wrap_operation(server, SEARCH, make)
+
+
+_NETWORK_ALLOWED: ContextVar[bool] = ContextVar("network_allowed", default=False)
+
+
+@variant("network-allow-changes-ranking", breaks=["EMC-SRCH-007"], caught_by=["search.capability-policy"],
+         era="modern")
+def network_allow_changes_ranking(server: FaultyServer) -> None:
+    """network: allow is read as licence for a remote re-ranker: the matches come back in another order."""
+    recall = server.engine.recall
+    ranked = recall.ranked
+
+    def reranked(reader: Any, scope: Scope, query: str, valid_as_of: int) -> list[str]:
+        order = ranked(reader, scope, query, valid_as_of)
+        return order[::-1] if _NETWORK_ALLOWED.get() else order
+
+    def make(search: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+        def allowing(caller: Any, args: dict[str, Any], now: Any) -> dict[str, Any]:
+            policy = args.get("capability_policy")
+            token = _NETWORK_ALLOWED.set(isinstance(policy, dict) and policy.get("network") == "allow")
+            try:
+                return search(caller, args, now)
+            finally:
+                _NETWORK_ALLOWED.reset(token)
+
+        return allowing
+
+    recall.ranked = reranked  # type: ignore[method-assign]
+    _wrap_operation(server, SEARCH, make)
+
+
+@variant("get-receipt-names-last-read", breaks=["EMC-GET-002"], caught_by=["get.record-id"], era="legacy")
+def get_receipt_names_last_read(server: FaultyServer) -> None:
+    """Read receipts come from a cache keyed by the session: a get's receipt names the record read before it."""
+    last: list[str] = []
+
+    def make(get: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+        def cached(caller: Any, args: dict[str, Any], now: Any) -> dict[str, Any]:
+            value = get(caller, args, now)
+            receipt = value.get("read_receipt")
+            if isinstance(receipt, dict):
+                asked = receipt.get("record_id")
+                if last and last[-1] != asked:
+                    value = {**value, "read_receipt": {**receipt, "record_id": last[-1]}}
+                last.append(str(asked))
+            return value
+
+        return cached
+
+    _wrap_operation(server, GET, make)
+
+
+@variant("purpose-refusal-reserves-key", breaks=["EMC-HOST-008"], caught_by=["binding.purpose-mismatch"],
+         era="legacy")
+def purpose_refusal_reserves_key(server: FaultyServer) -> None:
+    """A capture refused for its purpose_ref still reserves its idempotency key: the corrected call conflicts."""
+    spent: set[tuple[str, str, str, str]] = set()
+    admitted = server._admitted
+
+    def key_of(caller: Any, arguments: Any) -> tuple[str, str, str, str]:
+        return caller.tenant, caller.workspace, caller.principal, str(arguments.get("idempotency_key"))
+
+    def reserving(tool: str, binding: Any, arguments: dict[str, Any], now: Any) -> Any:
+        if tool == CAPTURE and _claimed_purpose(tool, arguments) not in (None, binding.purpose_ref):
+            spent.add(key_of(binding, arguments))
+        return admitted(tool, binding, arguments, now)
+
+    def make(capture: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+        def conflicting(caller: Any, args: dict[str, Any], now: Any) -> dict[str, Any]:
+            if key_of(caller, args) in spent:
+                raise Refusal("DIGEST_CONFLICT")
+            return capture(caller, args, now)
+
+        return conflicting
+
+    server._admitted = reserving  # type: ignore[method-assign]
+    _wrap_operation(server, CAPTURE, make)
 
 
 @variant("bad-cursor-restarts", breaks=["EMC-SRCH-010", "EMC-HP-050"], caught_by=["search.stale-cursor"], era="modern")
@@ -1355,7 +1518,7 @@ def _lenient_claims(fill: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
     binding_module._claims_valid = lenient
 
 
-@variant("audit-id-format-unchecked", breaks=["EMC-HP-053"], caught_by=["host.audit-malformed"], era="modern")
+@variant("audit-id-format-unchecked", breaks=["EMC-HP-072"], caught_by=["host.audit-malformed"], era="modern")
 def audit_id_format_unchecked(server: FaultyServer) -> None:
     """Any string is taken as the binding's audit_id: one with a space, non-ASCII or over the length runs."""
     well_formed = "audit_" + "0" * 32
@@ -1445,7 +1608,7 @@ def binding_audience_unchecked(server: FaultyServer) -> None:
     server._binding = any_audience  # type: ignore[method-assign]
 
 
-@variant("binding-lifetime-uncapped", breaks=["EMC-HP-007"], caught_by=["binding.lifetime"], era="legacy")
+@variant("binding-lifetime-uncapped", breaks=["EMC-HP-007"], caught_by=["binding.max-lifetime"], era="legacy")
 def binding_lifetime_uncapped(server: FaultyServer) -> None:
     """A binding's lifetime is not capped: one valid for a day is served."""
     binding_module.BINDING_MAX_LIFETIME = 10**9
@@ -1556,7 +1719,7 @@ def deadline_ignored(server: FaultyServer) -> None:
     _deadline_judge(lambda caller: False)
 
 
-@variant("deadline-judged-on-arrival-only", breaks=["EMC-HOST-015", "EMC-HP-055"],
+@variant("deadline-judged-on-arrival-only", breaks=["EMC-HP-055"],
          caught_by=["host.deadline-during-confirmation"], era="legacy")
 def deadline_judged_on_arrival_only(server: FaultyServer) -> None:
     """The deadline is judged when the call arrives, not again once the human has answered."""
@@ -1683,7 +1846,7 @@ def cancelled_call_answered_outcome_unknown(server: FaultyServer) -> None:
         server, lambda request_id, tool, audit_id: envelope_answer(request_id, "MUTATION_OUTCOME_UNKNOWN", audit_id))
 
 
-@variant("deadline-skipped-on-confirmed-retry", breaks=["EMC-HOST-015", "EMC-HP-055"],
+@variant("deadline-skipped-on-confirmed-retry", breaks=["EMC-HP-055"],
          caught_by=["host.deadline-during-confirmation"], era="modern")
 def deadline_skipped_on_confirmed_retry(server: FaultyServer) -> None:
     """A 2026-07-28 retry that carries the answer to a confirmation is run whatever its binding's deadline says."""
@@ -1698,7 +1861,7 @@ def deadline_skipped_on_confirmed_retry(server: FaultyServer) -> None:
     server._binding = undated  # type: ignore[method-assign]
 
 
-@variant("replay-refused-after-first-deadline", breaks=["EMC-HOST-015", "EMC-HP-055"],
+@variant("replay-refused-after-first-deadline", breaks=["EMC-HP-055"],
          caught_by=["host.deadline-after-commit"], era="modern")
 def replay_refused_after_first_deadline(server: FaultyServer) -> None:
     """The first call's deadline is kept with the idempotency key, and a replay after it is DEADLINE_EXCEEDED."""
