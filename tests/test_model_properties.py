@@ -22,15 +22,9 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from engram_mcp.contract.model import Call, HostFacts, Model, Observation, Scope, ScopeFacts, State, judged
-from tests.test_model import capture_args, record_of, tombstone_receipt, withdraw_receipt
+from engram_mcp.contract.model import Call, Model, Observation, Scope, State, judged
+from tests.test_model import FACTS, NOW, A, B, capture_args, record_of, tombstone_receipt, withdraw_receipt
 
-NOW = 1_800_000_000_000
-A, B = Scope("acme", "research"), Scope("globex", "research")
-ALL = frozenset({"engram_memory_search", "engram_memory_get", "engram_memory_capture",
-                 "engram_memory_request_admission", "engram_memory_withdraw", "engram_memory_forget"})
-FACTS = HostFacts({A: ScopeFacts(grants={"p1": ALL, "p2": ALL}, admission=lambda p, e: frozenset({"accepted"})),
-                   B: ScopeFacts(grants={"p1": ALL}, admission=lambda p, e: frozenset({"accepted"}))})
 CALLERS = [(A, "p1"), (A, "p2"), (B, "p1")]
 WORDS = ["amber", "basalt", "cobalt"]
 KEYS = [f"property-key-{n:04d}" for n in range(3)]

@@ -125,18 +125,29 @@ def _target_candidate(state: State, call: Call) -> tuple[Candidate | None, str |
     """The named candidate in the bound scope, or why there is none (elsewhere, or never issued)."""
     ident = call.arguments.get("candidate_id")
     found = state.candidate(call.scope, ident)
-    if found is not None:
-        return found, None
-    return None, "outside the bound scope" if state.candidate_elsewhere(call.scope, ident) else "never issued"
+    return found, None if found is not None else _absence(state.candidate_elsewhere(call.scope, ident))
+
+
+def _absence(elsewhere: object) -> str:
+    """Why a target is not found: it lives in another scope (``elsewhere`` is it), or it was never issued."""
+    return "outside the bound scope" if elsewhere is not None else "never issued"
+
+
+def _candidate_or_early(state: State, call: Call, situation: str, words: str) -> Candidate | Expectation:
+    """The call's candidate; or, when there is none to judge (invisible, or of unknown state), the answer."""
+    found, absent = _target_candidate(state, call)
+    if found is None:
+        return Expectation(f"{situation}.invisible", f"{words} of a candidate {absent}", (NOT_FOUND,),
+                           cited("EMC-HOST-006"))
+    if found.state is CandidateState.DOUBTFUL:
+        return unjudged(f"{situation}.doubtful", f"{words} of a candidate whose state could not be judged")
+    return found
 
 
 def admission(state: State, facts: HostFacts, call: Call) -> Expectation:
-    found, absent = _target_candidate(state, call)
-    if found is None:
-        return Expectation("admission.invisible", f"request_admission of a candidate {absent}", (NOT_FOUND,),
-                           cited("EMC-HOST-006"))
-    if found.state is CandidateState.DOUBTFUL:
-        return unjudged("admission.doubtful", "request_admission of a candidate whose state could not be judged")
+    found = _candidate_or_early(state, call, "admission", "request_admission")
+    if isinstance(found, Expectation):
+        return found
     if found.state in (CandidateState.PENDING, CandidateState.ADJUDICATING):
         decide = _decisions(state, call, found)
         cites = tuple(dict.fromkeys(r for a in decide for r in a.cites))
@@ -232,12 +243,9 @@ def _decided(call: Call, candidate: Candidate, decision: str) -> Any:
 
 
 def withdraw(state: State, facts: HostFacts, call: Call) -> Expectation:
-    found, absent = _target_candidate(state, call)
-    if found is None:
-        return Expectation("withdraw.invisible", f"withdraw of a candidate {absent}", (NOT_FOUND,),
-                           cited("EMC-HOST-006"))
-    if found.state is CandidateState.DOUBTFUL:
-        return unjudged("withdraw.doubtful", "withdraw of a candidate whose state could not be judged")
+    found = _candidate_or_early(state, call, "withdraw", "withdraw")
+    if isinstance(found, Expectation):
+        return found
     if found.state in (CandidateState.PENDING, CandidateState.ADJUDICATING):
         ended = Alternative("withdrawn", "success", cites=cited("EMC-WDR-001"),
                             check=_receipt("withdraw", ("pending",), "withdrawn", "EMC-WDR-001"),
@@ -273,9 +281,7 @@ def _receipt(operation: str, sources: tuple[str, ...], target: str, requirement:
 def _target_record(state: State, call: Call) -> tuple[Record | None, str | None]:
     ident = call.arguments.get("record_id")
     found = state.record(call.scope, ident)
-    if found is not None:
-        return found, None
-    return None, "outside the bound scope" if state.record_elsewhere(call.scope, ident) else "never issued"
+    return found, None if found is not None else _absence(state.record_elsewhere(call.scope, ident))
 
 
 def forget(state: State, facts: HostFacts, call: Call) -> Expectation:
