@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 
 BROKEN_RULES = "broken_rules"  # evidence: the catalog rule ids the failing cases of a check broke
 BROKEN_REQUIREMENTS = "broken_requirements"  # evidence: the requirements the contract model says a call broke
+# evidence, True: the model's requirements are the whole blame. Otherwise a check's own requirements are blamed
+# beside them: the model names the rule an answer broke in general terms, the check knows what its probe was for.
+MODEL_BLAME_ALONE = "model_blame_alone"
 BROKEN_TOOLS = "broken_tools"  # evidence: the tools those failing cases called (optional)
 FAILING = (Status.FAIL, Status.WARN, Status.XFAIL)  # a check that reports something the target did wrong
 UNDERLYING = (Status.FAIL, Status.WARN)  # what a PIN result's own assertions may have concluded
@@ -46,12 +49,21 @@ def failing_status(result: Result) -> Status | None:
 
 
 def _asserted(result: Result) -> tuple[str, ...]:
-    """The requirements a failing result's own assertions break: those the contract model named, or those whose
-    catalog rules the failing cases broke, or else every requirement the check covers."""
+    """The requirements a failing result's own assertions break: those the contract model named and the check's
+    own (or the model's alone, where the check says its requirements are a menu of which the model picks); else
+    those whose catalog rules the failing cases broke, or every requirement the check covers."""
     judged = tuple(rid for rid in result.requirements if rid not in result.pins)
-    named = result.evidence.get(BROKEN_REQUIREMENTS)
+    named = tuple(rid for rid in dict.fromkeys(result.evidence.get(BROKEN_REQUIREMENTS) or ())
+                  if rid not in result.pins)
+    if named and result.evidence.get(MODEL_BLAME_ALONE):
+        return named
     if named:
-        return tuple(rid for rid in dict.fromkeys(named) if rid not in result.pins)
+        return tuple(dict.fromkeys([*named, *_narrowed(result, judged)]))
+    return _narrowed(result, judged)
+
+
+def _narrowed(result: Result, judged: tuple[str, ...]) -> tuple[str, ...]:
+    """A check's requirements, narrowed to those whose catalog rules its failing cases broke, if they say."""
     broken = set(result.evidence.get(BROKEN_RULES) or ())
     tools = set(result.evidence.get(BROKEN_TOOLS) or ())
     if broken:

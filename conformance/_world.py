@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from engram_mcp.conformance._checks import Blocked, pin, require
 from engram_mcp.conformance._connect import Connection, Reply
-from engram_mcp.conformance._findings import BROKEN_REQUIREMENTS
+from engram_mcp.conformance._findings import BROKEN_REQUIREMENTS, MODEL_BLAME_ALONE
 from engram_mcp.conformance._host import (
     Answer,
     ConfirmationReferences,
@@ -195,12 +195,13 @@ class World:
         return Intent(confirmation="approved" if answer == "accept" else "declined",
                       reference=True if self.conn.confirm_by_reference is not None else None)
 
-    def expect(self, reply: Reply, what: str = "") -> Judgement:
+    def expect(self, reply: Reply, what: str = "", *, model_alone: bool = False) -> Judgement:
         """Assert that the contract allows the answer ``reply`` got, in the state the calls so far led to.
 
         A wrong answer fails the check with the model's verdict (the situation, the answer seen, what the contract
-        allows there) and blames the requirements it breaks; an answer only this project's profile would not give
-        is recorded against its pin, which only --level profile scores."""
+        allows there) and blames the requirements it breaks, beside the check's own (``model_alone``: only the
+        model's, for a check whose requirements are alternatives the model tells apart); an answer only this
+        project's profile would not give is recorded against its pin, which only --level profile scores."""
         judgement = reply.judgement
         if not isinstance(judgement, Judgement):
             raise RuntimeError(f"{what or 'the call'} was sent outside what the contract model can judge")
@@ -222,6 +223,8 @@ class World:
         if not judgement.allowed:
             broken = self.evidence.items.setdefault(BROKEN_REQUIREMENTS, [])
             broken.extend(r for r in judgement.broken if r not in broken)
+            if model_alone:
+                self.evidence.add(MODEL_BLAME_ALONE, True)
             raise AssertionError("\n".join([lead + judgement.message(), *(f"- {p}" for p in judgement.problems)]))
         for problem in judgement.pins:
             pin(problem.requirement, False, lead + problem.text)

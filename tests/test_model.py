@@ -204,6 +204,21 @@ def test_a_refused_capture_may_bind_its_key_but_the_profile_reserves_nothing() -
     assert not stored.allowed
 
 
+def test_any_refused_use_of_a_key_may_be_the_one_that_bound_it() -> None:
+    run = Run()
+    key = run.key()
+    late = capture_args("alpha", key)
+    late["payload"]["retention"] = {"derivative_rule": "make-ineligible", "expires_at": "2000-01-01T00:00:00.000Z"}
+    assert run.step(call("capture", late), refused("INVALID_SCHEMA")).allowed
+    unconsented = capture_args("beta", key)
+    unconsented["payload"]["reconciliation"] = {"family_refs": ["family:x"]}
+    assert run.step(call("capture", unconsented), refused("UNAUTHORIZED")).allowed
+    # The server bound the key when it refused the second call: the first one again conflicts with it.
+    again = run.step(call("capture", late), refused("DIGEST_CONFLICT"))
+    assert again.allowed and [p.requirement for p in again.pins] == ["EMC-HP-071"]
+    assert run.step(call("capture", unconsented), refused("UNAUTHORIZED")).allowed
+
+
 def test_a_capture_refused_for_its_purpose_leaves_its_key_free() -> None:
     run = Run()
     key = run.key()

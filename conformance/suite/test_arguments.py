@@ -214,13 +214,24 @@ def _prepare(world: World, case: fuzz.Case, index: int) -> tuple[Any, bool, str 
     arguments = case.arguments
     if case.family == "fixtures":
         arguments = fuzz.bind_purpose(case.tool, arguments, world.profile.purpose_ref, only=fuzz.FIXTURE_PURPOSE)
+    salted = fuzz.with_salted_key(case.tool, arguments, f"{_SALT}-{world.era}-{case.family}-{index}")
     if case.valid:
-        arguments = fuzz.with_salted_key(case.tool, arguments, f"{_SALT}-{world.era}-{case.family}-{index}")
-    # Binding the purpose and salting the key never change a verdict (see _fuzz); only the clock can.
+        arguments = salted
+    elif salted is not arguments and _same_verdict(case.tool, arguments, salted):
+        # An invalid case gets a key of its own too, unless the key is what makes it invalid: a key another
+        # case used (and a server may have bound, even by refusing it) would let DIGEST_CONFLICT decide first.
+        arguments = salted
+    # Binding the purpose and salting the key never change a valid case's verdict (see _fuzz); only the clock can.
     if not _clock_dependent(case.tool, arguments):
         return arguments, case.valid, case.code
     verdict = fuzz.oracle().verdict(case.tool, arguments, now=fuzz.utc_now())
     return arguments, verdict.valid, verdict.code
+
+
+def _same_verdict(tool: str, arguments: Any, salted: Any) -> bool:
+    now = fuzz.utc_now()
+    before, after = (fuzz.oracle().verdict(tool, a, now=now) for a in (arguments, salted))
+    return (before.code, before.violations) == (after.code, after.violations)
 
 
 class Binder:

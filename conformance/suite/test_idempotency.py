@@ -87,7 +87,7 @@ def replay(world: World, tool: str, arguments: dict[str, Any]) -> tuple[Reply, b
 @check("idempotency.capture-replay", "EMC-IDEM-005", "EMC-CAP-014", "EMC-IDEM-011")
 def test_a_repeated_capture_is_duplicate_exact_and_writes_nothing(world: World) -> None:
     """The same capture under the same key answers duplicate_exact with the first candidate, before and after
-    admission."""
+    admission, and after its record was forgotten."""
     marker = unique("idem")
     arguments = capture_arguments(world.profile.purpose_ref, text=text_with(marker))
     first = world.call(CAPTURE, copy.deepcopy(arguments))
@@ -106,6 +106,12 @@ def test_a_repeated_capture_is_duplicate_exact_and_writes_nothing(world: World) 
     world.expect(third, "the same capture again, after the candidate was admitted")
     found = search_ids(world, marker)
     world.evidence.add("records_found", len(found))
+    # §3.3: reusing the original capture key with the same content is a replay, even once the record is forgotten.
+    forget = {"record_id": outcome["record_id"], "idempotency_key": fresh_key(), "reason_ref": "reason:conformance"}
+    world.value(world.call(FORGET, forget, answer="accept"), "forget of the admitted record")
+    fourth, _ = replay(world, CAPTURE, arguments)
+    world.evidence.add("replay_after_forget", seen(fourth))
+    world.expect(fourth, "the same capture again, after its record was forgotten")
 
 
 @check("idempotency.mutation-replay", "EMC-IDEM-006", "EMC-IDEM-011", "EMC-IDEM-014")

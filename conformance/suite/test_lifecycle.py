@@ -436,8 +436,8 @@ def refused_capture(world: World, scope: ScopeProfile, what: str, **offending: A
     first = world.call(CAPTURE, refused, scope=scope, principal=principal)
     world.evidence.add("scope", scope.label)
     world.evidence.add("capture", seen(first))
+    world.expect(first, what)  # a refusal the contract requires, not given, fails here
     require(first.value is None, f"{what} was taken ({seen(first)}), so no refusal can be judged")
-    world.expect(first, what)
     again = world.call(CAPTURE, refused, scope=scope, principal=principal)
     world.evidence.add("same_call_again", seen(again))
     world.expect(again, f"{what}, sent again with the same key")

@@ -237,6 +237,31 @@ def normalized(reply: Reply) -> dict[str, Any]:
             "isError": result.get("isError"), "content": content}
 
 
+JsonPath = tuple[str | int, ...]
+
+
+def paths_that_vary(first: Any, second: Any, at: JsonPath = ()) -> set[JsonPath]:
+    """The places where two JSON values differ: the deepest member or item that differs, or where their shapes
+    part."""
+    if isinstance(first, dict) and isinstance(second, dict) and first.keys() == second.keys():
+        return {path for key in first for path in paths_that_vary(first[key], second[key], (*at, key))}
+    if isinstance(first, list) and isinstance(second, list) and len(first) == len(second):
+        return {path for n, (a, b) in enumerate(zip(first, second, strict=True))
+                for path in paths_that_vary(a, b, (*at, n))}
+    return set() if first == second else {at}
+
+
+def masked(value: Any, paths: set[JsonPath], at: JsonPath = ()) -> Any:
+    """The value with what lies at ``paths`` replaced by one placeholder."""
+    if at in paths:
+        return "<varies between calls>"
+    if isinstance(value, dict):
+        return {key: masked(item, paths, (*at, key)) for key, item in value.items()}
+    if isinstance(value, list):
+        return [masked(item, paths, (*at, n)) for n, item in enumerate(value)]
+    return value
+
+
 def probe(world: World, tool: str, target: Target, principal: str) -> tuple[Reply, dict[str, Any]]:
     """One call, confirmed when the target asks, and what the confirmation round looked like."""
     meta = world.meta(target.scope, principal)
@@ -290,12 +315,19 @@ def indistinguishable(world: World, tool: str, pool: list[Target], group: str) -
     world.evidence.add("confirmation_rounds", {label: ("input_required" if "input_required" in r else r["elicitations"])
                                                for label, r in rounds.items()})
     world.evidence.add("stand_ins", {t.label: t.note for t in pool if t.note})
-    for label, reply in replies.items():
-        world.expect(reply, f"{tool} of the {label} target")
+    for label, reply in replies.items():  # the model tells which of the check's requirements an answer breaks
+        world.expect(reply, f"{tool} of the {label} target", model_alone=True)
+    # What differs between two calls for the same unknown id (a trace id, a timestamp) tells nothing of a target.
+    unknown = next(t for t in pool if t.label == "unknown")
+    again, again_round = probe(world, tool, unknown, unknown.scope.principal_with({tool}) or "")
+    world.expect(again, f"{tool} of the unknown target, a second time", model_alone=True)
     baseline = {**normalized(replies["unknown"]), "confirmation": rounds["unknown"]}
+    varies = paths_that_vary(baseline, {**normalized(again), "confirmation": again_round})
+    world.evidence.add("varies_between_calls", sorted("/".join(map(str, path)) for path in varies))
+    baseline = masked(baseline, varies)
     differing, pinned = {}, {}
     for label, reply in replies.items():
-        shape = {**normalized(reply), "confirmation": rounds[label]}
+        shape = masked({**normalized(reply), "confirmation": rounds[label]}, varies)
         parts = [part for part in shape if shape[part] != baseline[part]]
         if parts and (label in ALIKE or tool == GET):
             differing[label] = parts

@@ -47,7 +47,13 @@ def refusal_effect(call: Call) -> Effect:
 
     def after(state: State, seen: Observation) -> State:
         held = state.keys.get(key)
-        if seen.kind != "refusal" or seen.code in KEY_FREE_CODES or (held is not None and not held.lapsed):
+        if seen.kind != "refusal" or seen.code in KEY_FREE_CODES:
+            return state
+        if held is not None and held.refused is not None and not seen.retriable:
+            # The key may be bound to an earlier refused use, or to this one: either may decide the next use.
+            use = (call.tool, operation, str(seen.code))
+            return state if use in held.refusals() else state.with_key(key, replace(held, also=(*held.also, use)))
+        if held is not None and not held.lapsed:
             return state
         if seen.retriable:
             return state.with_key(key, KeyUse(call.tool, operation, lapsed=str(seen.code)))
@@ -88,7 +94,7 @@ def with_key(call: Call, state: State, fresh: Expectation) -> Expectation:
     same = use.tool == call.tool and use.operation == operation_bytes(call.tool, call.arguments)
     if use.value is not None:
         return _replay(call, use, fresh) if same else _conflict(call, fresh)
-    return _after_refusal(call, use, same, fresh)
+    return _after_refusal(call, use, fresh)
 
 
 def _keyed(call: Call, alternative: Alternative) -> Alternative:
@@ -149,14 +155,23 @@ def _conflict(call: Call, fresh: Expectation) -> Expectation:
                        (conflict, *refusals), cited("EMC-IDEM-007"))
 
 
-def _after_refusal(call: Call, use: KeyUse, same: bool, fresh: Expectation) -> Expectation:
-    again = (Alternative(f"refused-again:{use.refused}", "refusal", frozenset({use.refused}), cited("EMC-IDEM-005"))
-             if same else Alternative("DIGEST_CONFLICT", "refusal", frozenset({"DIGEST_CONFLICT"}),
-                                      cited("EMC-IDEM-007")))
+def _after_refusal(call: Call, use: KeyUse, fresh: Expectation) -> Expectation:
+    """A key only refused calls used: any of them may have bound it (the refusal again for its own operation,
+    DIGEST_CONFLICT for another), or none (a first execution)."""
+    operation = operation_bytes(call.tool, call.arguments)
+    bound: dict[str, Alternative] = {}
+    for tool, used, code in use.refusals():
+        if (tool, used) == (call.tool, operation):
+            bound.setdefault(f"refused-again:{code}", Alternative(f"refused-again:{code}", "refusal",
+                                                                  frozenset({code}), cited("EMC-IDEM-005")))
+        else:
+            bound.setdefault("DIGEST_CONFLICT", Alternative("DIGEST_CONFLICT", "refusal",
+                                                            frozenset({"DIGEST_CONFLICT"}), cited("EMC-IDEM-007")))
     first_run = tuple(_keyed(call, a) for a in fresh.alternatives)
+    codes = ", ".join(dict.fromkeys(code for _, _, code in use.refusals()))
     return replace(fresh, situation=f"{fresh.situation}+key-after-refusal",
-                   describe=f"{fresh.describe}, under a key whose earlier use was refused {use.refused}",
-                   alternatives=(again, *first_run))
+                   describe=f"{fresh.describe}, under a key whose earlier use was refused {codes}",
+                   alternatives=(*bound.values(), *first_run))
 
 
 def _after_lapse(call: Call, use: KeyUse, fresh: Expectation) -> Expectation:

@@ -98,7 +98,8 @@ class KeyUse:
     """What an idempotency key (§3.5: scoped to the principal) is bound to after a call that used it.
 
     ``value`` is the first success's output.value; ``refused`` the code of a non-retriable refusal that may have
-    bound the key (the contract does not say whether a refusal uses a key up, so either is allowed later)."""
+    bound the key (the contract does not say whether a refusal uses a key up, so either is allowed later), and
+    ``also`` the later refused uses ((tool, operation, code)), any of which may be the one that bound it."""
 
     tool: str
     operation: bytes  # the call's arguments but the key, canonical: same key and same operation is a repetition
@@ -106,6 +107,12 @@ class KeyUse:
     refused: str | None = None
     doubtful: bool = False  # an answer the model could not place, or MUTATION_OUTCOME_UNKNOWN: anything may follow
     lapsed: str | None = None  # a retriable refusal (DEADLINE_EXCEEDED, CANCELLED…) that left the key free
+    also: tuple[tuple[str, bytes, str], ...] = ()
+
+    def refusals(self) -> tuple[tuple[str, bytes, str], ...]:
+        """Every refused use that may have bound the key: (tool, operation, code), the first one first."""
+        first = ((self.tool, self.operation, self.refused),) if self.refused is not None else ()
+        return (*first, *self.also)
 
 
 class Page(NamedTuple):
