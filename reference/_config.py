@@ -27,6 +27,12 @@ from engram_mcp.reference._policy import policy_named
 from engram_mcp.reference._ports import Scope
 from engram_mcp.reference._quotas import ResourceLimits, SettingError, parse_limits
 from engram_mcp.reference._store import DEFAULT_SYNCHRONOUS, SYNCHRONOUS_LEVELS
+from engram_mcp.reference._store_config import (
+    POSTGRES_KEYS,
+    PostgresSettings,
+    StoreSettingError,
+    parse_postgres_settings,
+)
 
 
 class ConfigError(Exception):
@@ -121,6 +127,7 @@ class ServerConfig:
     limits: ResourceLimits = field(default_factory=ResourceLimits)  # [quotas] and [expiry]
     confirmation: ConfirmationConfig = field(default_factory=ConfirmationConfig)
     store_url: str | None = None  # [store] url: None (or sqlite:) keeps the SQLite file above; postgresql://… shares
+    postgres: PostgresSettings = field(default_factory=PostgresSettings)  # [store]'s timing of a PostgreSQL store
 
     def derived_key(self, purpose: str) -> bytes:
         """A subkey of the key-encryption key for one purpose (cursors, request states)."""
@@ -304,6 +311,7 @@ def load_config(path: Path) -> ServerConfig:
         limits=_limits(data),
         confirmation=_confirmation(_optional(data, "confirmation", dict, {}, "file")),
         store_url=_store_url(_optional(data, "store", dict, {}, "file")),
+        postgres=_postgres(_optional(data, "store", dict, {}, "file")),
     )
 
 
@@ -311,7 +319,7 @@ STORE_SCHEMES = ("sqlite:", "postgresql://", "postgres://")
 
 
 def _store_url(table: Mapping[str, Any]) -> str | None:
-    unknown = sorted(set(table) - {"url"})
+    unknown = sorted(set(table) - {"url", *POSTGRES_KEYS})
     if unknown:
         raise ConfigError(f"store: unknown setting '{unknown[0]}'")
     url = _optional(table, "url", str, None, "store")
@@ -323,6 +331,13 @@ def _store_url(table: Mapping[str, Any]) -> str | None:
     if url is not None and not url.startswith("sqlite:"):
         _parses_as_postgres(url)
     return None if url is None or url.startswith("sqlite:") else url
+
+
+def _postgres(table: Mapping[str, Any]) -> PostgresSettings:
+    try:
+        return parse_postgres_settings(table)
+    except StoreSettingError as problem:
+        raise ConfigError(str(problem)) from None
 
 
 def _parses_as_postgres(url: str) -> None:

@@ -358,6 +358,9 @@ class MemoryStore(Protocol):
     # forget coverage digest, so a receipt never claims a place the store does not have.
     erasure_surfaces: tuple[str, ...]
     erasures: ErasureLedger  # the store's own ledger: started when the store opens, stopped by ``close``
+    # Whether an erasure's call tries the flush before it answers (True: the flush is cheap, as an SQLite
+    # checkpoint is); False leaves every erasure `pending` to the ledger's background settling.
+    settles_on_request: bool
 
     def transaction(self, work: Callable[[StoreTransaction], T]) -> T:
         """Run ``work`` in one unit of work and commit it; an exception from ``work`` rolls it back and

@@ -315,6 +315,7 @@ class SqliteStore:
 
     ranking = search_index.RANKING
     erasure_surfaces: tuple[str, ...] = ("records", "search_index", "wal")
+    settles_on_request = True  # a truncating checkpoint costs what the WAL holds, not what the store holds
 
     def __init__(
         self,
