@@ -188,6 +188,8 @@ class ReferenceServer:
         self.sealer = ConfirmationSealer(config.derived_key("request-state"))
         self.oracle = ArgumentOracle()
         self.tools = {name: _advertised(name) for name in _CONTRACT.tools}
+        # Told the session (None over stdio) and principal of each bound call: the HTTP edge bounds sessions by it.
+        self.on_bound_call: Callable[[str | None, str], None] | None = None
         self.server = Server(
             SERVER_NAME,
             version="1.0.0",
@@ -211,12 +213,16 @@ class ReferenceServer:
     def _trusted_binding(self, ctx: ServerRequestContext) -> Binding | None:
         """The binding, with any unforeseen failure turned into the constant -32603."""
         try:
-            return self._binding(ctx)
+            binding = self._binding(ctx)
         except MCPError:
             raise
         except Exception:
             log.exception("binding check failed")
             raise _protocol_error(_UNTRUSTED) from None
+        if binding is not None and self.on_bound_call is not None:
+            headers = getattr(ctx.request, "headers", None)  # the HTTP request's; none over stdio
+            self.on_bound_call(headers.get("mcp-session-id") if headers is not None else None, binding.principal)
+        return binding
 
     async def _list_tools(
         self, ctx: ServerRequestContext, params: types.PaginatedRequestParams | None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from typing import Any
@@ -124,3 +125,26 @@ def test_a_store_timing_is_read(make_reference_dir: Any) -> None:
                                              "unavailable_after_seconds": 7}))
     settings = load_config(ref.config).postgres
     assert (settings.erasure_batch_seconds, settings.unavailable_after_seconds) == (2.0, 7.0)
+
+
+def readme_table_defaults() -> dict[str, str]:
+    """Each configuration key the README's tables name (first column), with the default they give (second)."""
+    from pathlib import Path
+
+    text = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `(?:\[[^\]]+\] )?([a-z_]+)` \| ([^|]*) \|", text, re.M)
+    return {key: default.strip() for key, default in rows}
+
+
+def test_the_readme_tables_give_every_transport_and_store_default() -> None:
+    from dataclasses import fields
+
+    from engram_mcp.reference._config import TransportConfig
+    from engram_mcp.reference._store_config import PostgresSettings
+
+    documented = readme_table_defaults()
+    for settings in (TransportConfig(), PostgresSettings()):
+        for field in fields(settings):
+            assert field.name in documented, f"the README does not document {field.name}"
+            value = getattr(settings, field.name)
+            assert documented[field.name] == (f"{value:g}" if isinstance(value, float) else str(value)), field.name

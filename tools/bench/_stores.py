@@ -33,7 +33,8 @@ TENANTS = 1000
 BATCH = 500  # engine operations (capture + admission pairs) per store transaction while building
 BUILD_VERSION = "2"  # bump when the builder's output changes
 MCP_EDGE = frozenset({"__main__.py", "_cli.py", "_serve.py", "_server.py", "_stdio.py", "_jsonrpc.py",
-                      "_http_deadlines.py", "_http_messages.py", "_envelope.py", "_verify.py"})
+                      "_http_deadlines.py", "_http_messages.py", "_http_admission.py", "_http_sessions.py",
+                      "_envelope.py", "_verify.py"})
 
 
 def fingerprint() -> str:
