@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
 import mcp_types as types
@@ -242,15 +242,9 @@ class ReferenceServer:
         tool = params.name
         if binding.audit_id is None:  # the host names every call it makes (EMC-HP-053)
             log.info("binding refused: missing_audit_id")
-            await self._audit_quietly(
-                binding, tool if tool in _CONTRACT.tools else "unknown", str(_UNTRUSTED.jsonrpc_code)
-            )
-            raise _protocol_error(_UNTRUSTED)
+            await self._refused_early(binding, tool, _UNTRUSTED)
         if tool not in self.config.tools_for(scope_of(binding), binding.principal):
-            await self._audit_quietly(
-                binding, tool if tool in _CONTRACT.tools else "unknown", str(_UNKNOWN_TOOL.jsonrpc_code)
-            )
-            raise _protocol_error(_UNKNOWN_TOOL)
+            await self._refused_early(binding, tool, _UNKNOWN_TOOL)
         audit_id = binding.audit_id
         inline = _InlineAudit(self.audit, audit_id, binding, tool)
         try:
@@ -472,6 +466,24 @@ class ReferenceServer:
         await anyio.to_thread.run_sync(
             partial(self.audit.append, audit_id or _journal_id(binding), binding, tool, outcome)
         )
+
+    async def _refused_early(self, binding: Binding, tool: str, error: Any) -> NoReturn:
+        """Refuse a call before it is served: it counts toward the call quota as any call does, and is journaled
+        (with what other calls hand in meanwhile), in one hand-off to a worker thread; then the protocol error."""
+
+        def count_and_journal() -> None:
+            try:
+                self.engine.admit_call(binding, datetime.now(UTC))
+            except Exception:
+                log.exception("counting a refused call against its quota failed")
+            try:
+                self.audit.append(_journal_id(binding), binding, tool if tool in _CONTRACT.tools else "unknown",
+                                  str(error.jsonrpc_code))
+            except Exception:
+                log.exception("audit journal write failed")
+
+        await anyio.to_thread.run_sync(count_and_journal)
+        raise _protocol_error(error)
 
     async def _audit_quietly(self, binding: Binding, tool: str, outcome: str) -> None:
         """Record a refused call; a failure to record never changes the refusal the client gets."""
