@@ -287,6 +287,17 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE journal ALTER COLUMN event SET STATISTICS 0, ALTER COLUMN event TYPE text;
     ALTER TABLE audit ALTER COLUMN entry SET STATISTICS 0, ALTER COLUMN entry TYPE text;
     """,
+    """
+    -- Ledger bytes (reference/_ledger_bytes.py): what each holder's mutations wrote of reservations, journal
+    -- events and audit rows, counted from this version on; one row per tenant and per principal within it.
+    CREATE TABLE ledger_bytes (
+        tenant text NOT NULL,
+        holder text NOT NULL CHECK (holder IN ('tenant', 'principal')),
+        principal text NOT NULL,
+        bytes bigint NOT NULL,
+        PRIMARY KEY (tenant, holder, principal)
+    );
+    """,
 )
 
 # Columns that hold content, or values derived from it (words, digests, sealed bodies, wrapped keys, stored

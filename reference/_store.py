@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
-from engram_mcp.reference import _call_counts
+from engram_mcp.reference import _call_counts, _ledger_bytes
 from engram_mcp.reference import _search as search_index
 from engram_mcp.reference._erasure import ErasureLedger
 from engram_mcp.reference._ports import Scope, StoreReader, StoreTransaction
@@ -370,6 +370,7 @@ class SqliteStore:
                 self._db.executescript(f"BEGIN IMMEDIATE;\n{script}\nPRAGMA user_version = {number};\nCOMMIT;")
             self._secure_delete_indexes()
             self._db.execute(_call_counts.TABLE)  # once per open, not on every counted call
+            self._db.execute(_ledger_bytes.TABLE)  # the same: counters without a schema version of their own
 
     def _secure_delete_indexes(self) -> None:
         """Turn FTS5 secure-delete on in every search index that lacks it (those an older server created)."""

@@ -3,6 +3,8 @@ in batches instead of taking the store's writers' lock once per call."""
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -12,12 +14,27 @@ from typing import Any, TypeVar
 import pytest
 
 from engram_mcp.reference._audit import AuditJournal, verify_in
+from engram_mcp.reference._core import Engine
+from engram_mcp.reference._crypto import AesGcmCipher
 from engram_mcp.reference._group_commit import GroupCommit
-from engram_mcp.reference._ports import StoreTransaction
+from engram_mcp.reference._policy import AcceptAll, RejectAll
+from engram_mcp.reference._ports import MemoryStore, StoreTransaction
+from engram_mcp.reference._quotas import Quota
 from engram_mcp.reference._store import SqliteStore
-from tests.reference.conftest import init_reference_dir, search_args, stdio_client_for
-from tests.reference.test_core_units import binding
-from tests.reference.test_quotas import configure
+from tests.postgres_support import fresh_postgres_url
+from tests.reference.conftest import (
+    admission_args,
+    capture_args,
+    init_reference_dir,
+    search_args,
+    stdio_client_for,
+    withdraw_args,
+)
+from tests.reference.test_core_units import NOW, binding, policy
+from tests.reference.test_quotas import configure, limits
+from tests.reference.test_store_contract import StoreSite, site
+
+__all__ = ["fresh_postgres_url", "site"]  # the fixtures, imported for pytest to find
 
 T = TypeVar("T")
 
@@ -120,3 +137,43 @@ def test_a_lone_row_is_committed_at_once() -> None:
     written: list[Any] = []
     GroupCommit(written.append).commit("row")
     assert written == [["row"]]
+
+
+# -- what a rejected or withdrawn capture leaves for good ------------------------------------------------
+
+
+CYCLES = 40
+LEDGER_BOUND = 40_000  # bytes: a capture and its rejection or withdrawal leave a few kilobytes
+
+
+def lasting_bytes(store: MemoryStore) -> int:
+    """Bytes of reservations, journal events and audit rows in the store, as the tables hold them."""
+    with store.snapshot() as reader:
+        journal = sum(len(json.dumps(e.event)) for e in reader.journal())
+        audit = sum(len(json.dumps(r.entry)) for r in reader.audit_rows())
+    return journal + audit
+
+
+@pytest.mark.parametrize("ending", ["rejected", "withdrawn"])
+def test_what_rejected_and_withdrawn_captures_leave_is_held_to_a_quota(site: StoreSite, ending: str) -> None:
+    store = site.open()
+    bound = Quota(pending_candidates=0, bytes=0, calls_per_window=0, ledger_bytes=LEDGER_BOUND)
+    admission = RejectAll() if ending == "rejected" else AcceptAll()
+    engine = Engine(store, AesGcmCipher(os.urandom(32)), lambda scope: policy(admission), os.urandom(32),
+                    limits=limits(principal=bound))
+    codes = []
+    for _ in range(CYCLES):
+        outcome = engine.call("engram_memory_capture", binding(), capture_args(), NOW)
+        if outcome.code is None:
+            cid = outcome.value["candidate_id"]
+            tool, arguments = ("engram_memory_request_admission", admission_args(cid)) if ending == "rejected" else (
+                "engram_memory_withdraw", withdraw_args(cid))
+            outcome = engine.call(tool, binding(), arguments, NOW)
+        codes.append(outcome.code or "ok")
+    assert "RATE_LIMITED" in codes, f"{CYCLES} cycles left {lasting_bytes(store)} bytes that no quota counted"
+    assert codes.index("RATE_LIMITED") < CYCLES // 2
+    with store.snapshot() as reader:
+        counted = reader.ledger_bytes("tenant-a", "agent-1")
+    assert counted <= LEDGER_BOUND and counted >= lasting_bytes(store) // 2
+    other = engine.call("engram_memory_capture", binding(principal="agent-2"), capture_args(), NOW)
+    assert other.ok, "another principal's bound is its own"
