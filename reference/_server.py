@@ -50,6 +50,7 @@ from engram_mcp.reference._config import ServerConfig
 from engram_mcp.reference._core import Engine, scope_of
 from engram_mcp.reference._envelope import Outcome, Refusal, envelope, tool_result
 from engram_mcp.reference._ports import StoreTransaction
+from engram_mcp.reference._precheck import ItemCounts
 from engram_mcp.reference._wiring import ServerPorts, build_ports
 
 log = logging.getLogger("engram_mcp.reference")
@@ -187,6 +188,7 @@ class ReferenceServer:
         self.engine.start_housekeeping()
         self.sealer = ConfirmationSealer(config.derived_key("request-state"))
         self.oracle = ArgumentOracle()
+        self.item_counts = ItemCounts(_CONTRACT)
         self.tools = {name: _advertised(name) for name in _CONTRACT.tools}
         # Told the session (None over stdio) and principal of each bound call: the HTTP edge bounds sessions by it.
         self.on_bound_call: Callable[[str | None, str], None] | None = None
@@ -326,6 +328,8 @@ class ReferenceServer:
             return Outcome(code="STORE_UNAVAILABLE")
         if not admitted:
             return Outcome(code="RATE_LIMITED")  # over a call quota: refused before anything is read or written
+        if self.item_counts.over(tool, arguments):  # the oracle's own verdict, without its per-item listing
+            return Outcome(code=self.item_counts.code)
         verdict = self.oracle.verdict(tool, arguments)
         if not verdict.valid:
             return Outcome(code=verdict.code)
