@@ -94,14 +94,20 @@ def served(server: HttpServer) -> int:
 
 @pytest.mark.parametrize("sources", [1, FLOOD], ids=["one-source", "many-sources"])
 def test_an_idle_flood_re_opened_as_it_is_closed_never_locks_the_host_out(
-    make_reference_dir: Any, sources: int
+    make_reference_dir: Any, sources: int, capsys: pytest.CaptureFixture[str]
 ) -> None:
     ref = make_reference_dir()  # the transport limits init writes
     with http_server(ref) as running, Flood(running, FLOOD, sources) as flood:
-        assert served(running) == CALLS, f"the host was locked out by {flood.count} idle connections"
+        answered = served(running)
+        with capsys.disabled():
+            print(f"\n{FLOOD} idle connections from {sources} source(s), re-opened as closed "
+                  f"({flood.opened} opened): the host served {answered} of {CALLS} calls")
+        assert answered == CALLS, f"the host was locked out by {flood.count} idle connections"
 
 
-def test_a_connection_that_sends_nothing_is_closed_at_the_first_byte_deadline(make_reference_dir: Any) -> None:
+def test_a_connection_that_sends_nothing_is_closed_at_the_first_byte_deadline(
+    make_reference_dir: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     ref = set_transport(make_reference_dir(), http_first_byte_timeout_seconds=1, http_header_timeout_seconds=10)
     with http_server(ref) as running:
         started = time.monotonic()
@@ -109,4 +115,7 @@ def test_a_connection_that_sends_nothing_is_closed_at_the_first_byte_deadline(ma
         seconds = seconds_until_closed(silent, started)
         silent.close()
         assert seconds is not None and seconds < 5, f"a silent connection was held {seconds} s"
+        with capsys.disabled():
+            print(f"\na silent connection: closed {seconds:.2f} s after opening (first-byte timeout 1 s, "
+                  "header timeout 10 s)")
         assert served(running) == CALLS

@@ -155,7 +155,9 @@ def lasting_bytes(store: MemoryStore) -> int:
 
 
 @pytest.mark.parametrize("ending", ["rejected", "withdrawn"])
-def test_what_rejected_and_withdrawn_captures_leave_is_held_to_a_quota(site: StoreSite, ending: str) -> None:
+def test_what_rejected_and_withdrawn_captures_leave_is_held_to_a_quota(
+    site: StoreSite, ending: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     store = site.open()
     bound = Quota(pending_candidates=0, bytes=0, calls_per_window=0, ledger_bytes=LEDGER_BOUND)
     admission = RejectAll() if ending == "rejected" else AcceptAll()
@@ -175,5 +177,9 @@ def test_what_rejected_and_withdrawn_captures_leave_is_held_to_a_quota(site: Sto
     with store.snapshot() as reader:
         counted = reader.ledger_bytes("tenant-a", "agent-1")
     assert counted <= LEDGER_BOUND and counted >= lasting_bytes(store) // 2
+    cycles = codes.index("RATE_LIMITED")
+    with capsys.disabled():
+        print(f"\ncapture + {ending}: {counted / cycles:,.0f} ledger bytes a cycle; RATE_LIMITED after {cycles} "
+              f"cycles at ledger_bytes {LEDGER_BOUND:,}")
     other = engine.call("engram_memory_capture", binding(principal="agent-2"), capture_args(), NOW)
     assert other.ok, "another principal's bound is its own"
