@@ -24,6 +24,7 @@ from engram_mcp.reference._envelope import Outcome
 from engram_mcp.reference._precheck import ItemCounts, _bounds, _reached
 from engram_mcp.reference._server import ReferenceServer
 from tests.reference.conftest import ReferenceDir, capture_args, stdio_client_for
+from tests.test_compiled_validators import _mutated
 
 ROOT = Path(__file__).parents[2]
 CONTRACT = load()
@@ -75,46 +76,17 @@ def test_around_and_far_past_each_bound_the_pre_check_agrees(tool: str, path: An
         assert refused == (excess > 0)
 
 
-# Mutations of the fixtures: any value replaced by another shape, or any array grown past its bound.
-_JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
-    max_leaves=6,
-)
-
-
-def _nodes(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    found = [path]
-    if isinstance(value, dict):
-        for key, below in value.items():
-            found += _nodes(below, (*path, key))
-    elif isinstance(value, list):
-        for index, below in enumerate(value):
-            found += _nodes(below, (*path, index))
-    return found
-
-
-def _replace(value: Any, path: tuple[Any, ...], new: Any) -> Any:
-    if not path:
-        return new
-    copied = copy.copy(value)
-    copied[path[0]] = _replace(value[path[0]], path[1:], new)
-    return copied
-
-
+# The compiled-validator tests' mutations of the fixtures (any value replaced, deleted or added), and then,
+# now and again, an array the schema bounds resized around or past its bound.
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data())
-def test_on_generated_mutations_the_pre_check_agrees(data: st.DataObject) -> None:
-    tool, arguments = data.draw(st.sampled_from(CASES))
-    for _ in range(data.draw(st.integers(1, 3))):
-        node = data.draw(st.sampled_from(_nodes(arguments)))
-        if data.draw(st.booleans()):
-            arguments = _replace(arguments, node, copy.deepcopy(data.draw(_JSON)))
-        else:
-            bounded = [(path, bound) for t, path, bound in BOUNDED if t == tool]
-            if bounded:
-                path, bound = data.draw(st.sampled_from(bounded))
-                arguments = with_length(arguments, path, bound + data.draw(st.integers(-2, 300)))
+@given(mutated=_mutated(), data=st.data())
+def test_on_generated_mutations_the_pre_check_agrees(mutated: tuple[str, Any], data: st.DataObject) -> None:
+    tool, arguments = mutated
+    bounded = [(path, bound) for t, path, bound in BOUNDED if t == tool]
+    grow: bool = data.draw(st.booleans())
+    if bounded and grow:
+        path, bound = data.draw(st.sampled_from(bounded))
+        arguments = with_length(arguments, path, bound + data.draw(st.integers(-2, 300)))
     assert_agrees(tool, arguments)
 
 
