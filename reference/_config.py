@@ -27,12 +27,7 @@ from engram_mcp.reference._policy import policy_named
 from engram_mcp.reference._ports import Scope
 from engram_mcp.reference._quotas import ResourceLimits, SettingError, parse_limits
 from engram_mcp.reference._store import DEFAULT_SYNCHRONOUS, SYNCHRONOUS_LEVELS
-from engram_mcp.reference._store_config import (
-    POSTGRES_KEYS,
-    PostgresSettings,
-    StoreSettingError,
-    parse_postgres_settings,
-)
+from engram_mcp.reference._store_config import POSTGRES_KEYS, PostgresSettings, parse_postgres_settings
 
 
 class ConfigError(Exception):
@@ -359,7 +354,7 @@ def _store_url(table: Mapping[str, Any]) -> str | None:
 def _postgres(table: Mapping[str, Any]) -> PostgresSettings:
     try:
         return parse_postgres_settings(table)
-    except StoreSettingError as problem:
+    except SettingError as problem:
         raise ConfigError(str(problem)) from None
 
 

@@ -9,9 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-
-class StoreSettingError(ValueError):
-    """A [store] setting is unusable; the message names it, never the URL (it may hold a password)."""
+from engram_mcp.reference._quotas import SettingError  # the one error of an unusable setting; it names the key
 
 
 @dataclass(frozen=True)
@@ -37,7 +35,7 @@ def parse_postgres_settings(table: Mapping[str, Any]) -> PostgresSettings:
         value = table.get(field.name, getattr(defaults, field.name))
         low, high = _BOUNDS[field.name]
         if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
-            raise StoreSettingError(f"store: '{field.name}' must be a number of seconds from {low:g} to {high:g}")
+            raise SettingError(f"store: '{field.name}' must be a number of seconds from {low:g} to {high:g}")
         values[field.name] = float(value)
     return PostgresSettings(**values)
 

@@ -60,7 +60,7 @@ async def test_an_outage_is_answered_within_the_bound_and_the_return_is_seen_at_
                 assert code is not None and load().errors[code].retriable, code
                 assert elapsed < ANSWERED_WITHIN, f"a call waited {elapsed:.1f} s for a database that is away"
                 waits.append(elapsed)
-            await anyio.sleep(3)  # long enough for a doubling backoff to be well past its first retries
+            await anyio.sleep(2)  # long enough for a doubling backoff to be past its first retries
             relay.restore()
             back = time.monotonic()
             while (await timed_search(client))[1] is not None:

@@ -67,18 +67,18 @@ def with_length(arguments: dict[str, Any], path: tuple[Any, ...], length: int) -
 
 
 @pytest.mark.parametrize(("tool", "path", "bound"), BOUNDED, ids=[f"{t}:{len(p)}" for t, p, _ in BOUNDED])
-@pytest.mark.parametrize("excess", [-1, 0, 1, 1000])
+@pytest.mark.parametrize("excess", [-1, 0, 1, 400])
 def test_around_and_far_past_each_bound_the_pre_check_agrees(tool: str, path: Any, bound: int, excess: int) -> None:
     bases = [arguments for case_tool, arguments in CASES if case_tool == tool and next(_reached(arguments, path), None)]
     assert bases, f"no fixture reaches the array at {path}"
-    for base in bases[:5]:
+    for base in bases[:2]:
         refused = assert_agrees(tool, with_length(base, path, bound + excess))
         assert refused == (excess > 0)
 
 
 # The compiled-validator tests' mutations of the fixtures (any value replaced, deleted or added), and then,
 # now and again, an array the schema bounds resized around or past its bound.
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mutated=_mutated(), data=st.data())
 def test_on_generated_mutations_the_pre_check_agrees(mutated: tuple[str, Any], data: st.DataObject) -> None:
     tool, arguments = mutated
@@ -100,7 +100,6 @@ def test_a_capture_citing_a_hundred_thousand_ids_is_refused_without_the_per_item
     reference_dir: ReferenceDir, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     arguments = hundred_thousand_ids()
-    assert ORACLE.verdict("engram_memory_capture", arguments).code == COUNTS.code  # what the oracle answers
     server = ReferenceServer(load_config(reference_dir.config))
     try:
         def per_item_pass(*_: Any, **__: Any) -> Any:
