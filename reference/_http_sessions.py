@@ -54,8 +54,8 @@ class BoundedSessionManager(StreamableHTTPSessionManager):
         try:
             await super()._handle_stateful_request(scope, receive, send)
         finally:
-            self._in_flight[session_id] -= 1
-            if session_id in self._holders:
+            if session_id in self._holders:  # still open: the request may have ended it (a DELETE)
+                self._in_flight[session_id] -= 1
                 self._holders.move_to_end(session_id)
 
     def _admit_session(self, requestor: Any) -> StreamableHTTPServerTransport | None:

@@ -64,6 +64,18 @@ def test_at_the_total_bound_a_new_client_closes_the_least_recently_used_idle_ses
         assert [alive(running, client, s) for s in (*sessions, newest)] == [False, True, True, True]
 
 
+def test_a_session_the_client_deletes_is_gone_and_the_server_logs_no_error(make_reference_dir: Any) -> None:
+    ref = make_reference_dir()
+    with http_server(ref) as running, httpx2.Client(timeout=10) as client:
+        session = open_session(running, client)
+        bound_call(running, client, session, "agent-full")
+        deleted = client.delete(running.url, headers={**headers(running), "mcp-session-id": session})
+        assert deleted.status_code == 200, deleted.text
+        assert not alive(running, client, session)
+        assert [alive(running, client, open_session(running, client)) for _ in range(2)] == [True, True]
+    assert "Traceback" not in (ref.path / "server-http-stderr.log").read_text(encoding="utf-8")
+
+
 def test_an_idle_session_is_closed_after_the_configured_minutes(make_reference_dir: Any) -> None:
     ref = set_transport(make_reference_dir(), http_session_idle_minutes=0.02)  # 1.2 s
     with http_server(ref) as running, httpx2.Client(timeout=10) as client:
