@@ -15,12 +15,14 @@ breaking the main chain.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from engram_mcp.contract import ZERO_DIGEST, profile_digest
 from engram_mcp.contract.binding import Binding
 from engram_mcp.contract.validation import instant
+from engram_mcp.reference._group_commit import GroupCommit
 from engram_mcp.reference._ports import AuditRow, Chain, MemoryStore, StoreReader, StoreTransaction
 
 MAIN: Chain = "main"
@@ -48,10 +50,19 @@ class AuditJournal:
         # The refused chain's head as this journal last appended it, and the rows the chain then held: while the
         # head is still that row, no other writer (replica) appended or compacted since, so no recount is needed.
         self._refused_seen: tuple[str, int] | None = None
+        self._batched: GroupCommit[tuple[str, Binding, str, str]] = GroupCommit(self._append_all)
 
     def append(self, audit_id: str, binding: Binding, tool: str, outcome: str) -> None:
-        """Record a call in its own unit of work."""
-        self.store.transaction(lambda tx: self.append_in(tx, audit_id, binding, tool, outcome))
+        """Record a call outside any other unit of work: committed before it returns, in one unit of work with
+        the rows other calls hand in meanwhile (reference/_group_commit.py)."""
+        self._batched.commit((audit_id, binding, tool, outcome))
+
+    def _append_all(self, rows: Sequence[tuple[str, Binding, str, str]]) -> None:
+        def work(tx: StoreTransaction) -> None:
+            for row in rows:
+                self.append_in(tx, *row)
+
+        self.store.transaction(work)
 
     def append_in(self, tx: StoreTransaction, audit_id: str, binding: Binding, tool: str, outcome: str) -> None:
         """Record a call inside the caller's unit of work (a mutation's own, so both commit together)."""

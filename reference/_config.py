@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from engram_mcp.reference._policy import policy_named
 from engram_mcp.reference._ports import Scope
 from engram_mcp.reference._quotas import ResourceLimits, SettingError, parse_limits
 from engram_mcp.reference._store import DEFAULT_SYNCHRONOUS, SYNCHRONOUS_LEVELS
+from engram_mcp.reference._store_config import POSTGRES_KEYS, PostgresSettings, parse_postgres_settings
 
 
 class ConfigError(Exception):
@@ -58,15 +59,24 @@ class TransportConfig:
     max_message_bytes: int = 4 * _ARGUMENTS_MAX_BYTES
     http_header_timeout_seconds: float = 10.0  # from a request's first byte to the end of its headers
     http_body_timeout_seconds: float = 30.0  # from the end of the headers to the end of the body
-    http_max_connections: int = 100  # more open connections than this are answered 503
+    http_max_connections: int = 100  # more open connections than this (and the unauthenticated budget): 503
+    http_first_byte_timeout_seconds: float = 2.0  # from a new connection's opening to its first byte
+    http_unauthenticated_connections: int = 32  # connections yet to send the bearer token; past it the oldest closes
+    http_unauthenticated_per_source: int = 8  # the same, from one source address
+    http_max_sessions: int = 1000  # legacy-era sessions open at once; past it the least recently used idle closes
+    http_sessions_per_principal: int = 64  # the same, per principal (and for sessions no bound call named yet)
+    http_session_idle_minutes: float = 5.0  # a legacy-era session idle this long is closed
 
 
 def transport_toml_lines() -> list[str]:
     """The [transport] table with its defaults, as ``engram-reference init`` writes it."""
     defaults = TransportConfig()
     return [
-        "# One stdio line or HTTP body at most (bytes); HTTP deadlines on a client's headers and body, and",
-        "# the open connections past which requests are answered 503.",
+        "# One stdio line or HTTP body at most (bytes); HTTP deadlines on a client's first byte, headers and",
+        "# body; the authenticated connections past which requests are answered 503, and the separate budget",
+        "# (in all, and per source address) of connections yet to send the bearer token, whose oldest is",
+        "# closed to make room; legacy-era sessions in all and per principal (the least recently used idle",
+        "# one is closed to make room), and the minutes after which an idle one is closed.",
         "[transport]",
         *(f"{name} = {getattr(defaults, name)}" for name in TransportConfig.__dataclass_fields__),
     ]
@@ -121,6 +131,7 @@ class ServerConfig:
     limits: ResourceLimits = field(default_factory=ResourceLimits)  # [quotas] and [expiry]
     confirmation: ConfirmationConfig = field(default_factory=ConfirmationConfig)
     store_url: str | None = None  # [store] url: None (or sqlite:) keeps the SQLite file above; postgresql://… shares
+    postgres: PostgresSettings = field(default_factory=PostgresSettings)  # [store]'s timing of a PostgreSQL store
 
     def derived_key(self, purpose: str) -> bytes:
         """A subkey of the key-encryption key for one purpose (cursors, request states)."""
@@ -243,17 +254,31 @@ def _transport(table: Mapping[str, Any]) -> TransportConfig:
     message = _optional(table, "max_message_bytes", int, defaults.max_message_bytes, "transport")
     if message < smallest:
         raise ConfigError(f"transport: 'max_message_bytes' must be at least {smallest}")
-    connections = _optional(table, "http_max_connections", int, defaults.http_max_connections, "transport")
-    if connections < 1:
-        raise ConfigError("transport: 'http_max_connections' must be positive")
-    return TransportConfig(
-        max_message_bytes=message,
-        http_header_timeout_seconds=_seconds(
-            table, "http_header_timeout_seconds", defaults.http_header_timeout_seconds
-        ),
-        http_body_timeout_seconds=_seconds(table, "http_body_timeout_seconds", defaults.http_body_timeout_seconds),
-        http_max_connections=connections,
-    )
+    counts = {name: _positive(table, name, getattr(defaults, name)) for name in (
+        "http_max_connections", "http_unauthenticated_connections", "http_unauthenticated_per_source",
+        "http_max_sessions", "http_sessions_per_principal",
+    )}
+    if counts["http_unauthenticated_per_source"] > counts["http_unauthenticated_connections"]:
+        raise ConfigError(
+            "transport: 'http_unauthenticated_per_source' must not exceed 'http_unauthenticated_connections'"
+        )
+    idle = table.get("http_session_idle_minutes", defaults.http_session_idle_minutes)
+    if isinstance(idle, bool) or not isinstance(idle, int | float) or not 0 < idle <= 1440:
+        raise ConfigError(
+            "transport: 'http_session_idle_minutes' must be a number of minutes, above 0 and at most 1440"
+        )
+    deadlines = {name: _seconds(table, name, getattr(defaults, name)) for name in (
+        "http_header_timeout_seconds", "http_body_timeout_seconds", "http_first_byte_timeout_seconds",
+    )}
+    settings: dict[str, Any] = {**deadlines, **counts}
+    return replace(defaults, max_message_bytes=message, http_session_idle_minutes=float(idle), **settings)
+
+
+def _positive(table: Mapping[str, Any], key: str, default: int) -> int:
+    value = _optional(table, key, int, default, "transport")
+    if value < 1:
+        raise ConfigError(f"transport: '{key}' must be positive")
+    return int(value)
 
 
 def _synchronous(server: Mapping[str, Any]) -> str:
@@ -304,6 +329,7 @@ def load_config(path: Path) -> ServerConfig:
         limits=_limits(data),
         confirmation=_confirmation(_optional(data, "confirmation", dict, {}, "file")),
         store_url=_store_url(_optional(data, "store", dict, {}, "file")),
+        postgres=_postgres(_optional(data, "store", dict, {}, "file")),
     )
 
 
@@ -311,7 +337,7 @@ STORE_SCHEMES = ("sqlite:", "postgresql://", "postgres://")
 
 
 def _store_url(table: Mapping[str, Any]) -> str | None:
-    unknown = sorted(set(table) - {"url"})
+    unknown = sorted(set(table) - {"url", *POSTGRES_KEYS})
     if unknown:
         raise ConfigError(f"store: unknown setting '{unknown[0]}'")
     url = _optional(table, "url", str, None, "store")
@@ -323,6 +349,13 @@ def _store_url(table: Mapping[str, Any]) -> str | None:
     if url is not None and not url.startswith("sqlite:"):
         _parses_as_postgres(url)
     return None if url is None or url.startswith("sqlite:") else url
+
+
+def _postgres(table: Mapping[str, Any]) -> PostgresSettings:
+    try:
+        return parse_postgres_settings(table)
+    except SettingError as problem:
+        raise ConfigError(str(problem)) from None
 
 
 def _parses_as_postgres(url: str) -> None:

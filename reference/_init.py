@@ -24,6 +24,7 @@ from engram_mcp.contract.binding import (
 from engram_mcp.reference._config import STORE_SCHEMES, confirmation_toml_lines, transport_toml_lines
 from engram_mcp.reference._crypto import write_kek
 from engram_mcp.reference._quotas import toml_lines as quota_toml_lines
+from engram_mcp.reference._store_config import postgres_toml_lines
 
 ALL_TOOLS = list(load().tools)
 READ_AND_CAPTURE = ["engram_memory_search", "engram_memory_get", "engram_memory_capture"]
@@ -100,6 +101,7 @@ def store_toml_lines(url: str | None) -> list[str]:
         "# the README, PostgreSQL); sqlite: or no [store] table, the SQLite file named by server.store.",
         "[store]",
         f"url = {_toml(url)}",
+        *(postgres_toml_lines() if not url.startswith("sqlite:") else []),
         "",
     ]
 

@@ -37,6 +37,7 @@ from engram_mcp.contract.validation import instant
 from engram_mcp.reference._crypto import DigestKeyer
 from engram_mcp.reference._envelope import Refusal
 from engram_mcp.reference._journal import append_event, authorization, reserve, reserved, scope_of, transaction_receipt
+from engram_mcp.reference._ledger_bytes import Metered
 from engram_mcp.reference._ports import (
     AdmissionDecision,
     AdmissionPolicy,
@@ -111,9 +112,11 @@ class Lifecycle:
 
         guard = MUTATION_GUARD.get()
 
-        def unit(tx: StoreTransaction) -> tuple[dict[str, Any], int | None]:
+        def unit(store_tx: StoreTransaction) -> tuple[dict[str, Any], int | None]:
             if guard is not None:
                 guard()
+            metered = Metered(store_tx)
+            tx = metered.tx
             replay = self.replay_of(tx, tool, caller, args)
             if replay is not None:
                 outcome: tuple[dict[str, Any], int | None] = (replay, None)
@@ -123,6 +126,8 @@ class Lifecycle:
             audit = AUDIT_IN_TRANSACTION.get()
             if audit is not None:
                 audit(tx)
+            if metered.written:  # a replay's audit row is counted too, but never refused: it answers what was done
+                self._count_ledger_bytes(store_tx, caller, metered.written, check=replay is None)
             return outcome
 
         return self.store.transaction(unit)
@@ -183,6 +188,16 @@ class Lifecycle:
             }, None
 
         return self.mutate(tool, caller, args, change)[0]
+
+    def _count_ledger_bytes(self, tx: StoreTransaction, caller: Binding, written: int, *, check: bool) -> None:
+        """Count what the unit of work leaves for good; RATE_LIMITED (all of it rolled back) past a bound."""
+        quotas = self.limits.quotas
+        for bound, principal in ((quotas.tenant, None), (quotas.principal, caller.principal)):
+            if check and bound.ledger_bytes and over(
+                tx.ledger_bytes(caller.tenant, principal), written, bound.ledger_bytes
+            ):
+                raise Refusal("RATE_LIMITED")
+        tx.add_ledger_bytes(caller.tenant, caller.principal, written)
 
     def _within_quotas(self, tx: StoreTransaction, caller: Binding, *, adding_bytes: int) -> None:
         """RATE_LIMITED when one more pending candidate, of ``adding_bytes``, would pass a tenant or principal quota."""
@@ -424,6 +439,8 @@ class Lifecycle:
             tx.update_reservation(scope_of(caller), caller.principal, args["idempotency_key"], done)
             return True
 
+        if not self.store.settles_on_request:
+            return value  # the store's flush costs more than a call may wait: its background settles it
         try:
             self.store.erasures.settle()
             return done if self.store.transaction(confirm) else value

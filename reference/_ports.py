@@ -249,6 +249,11 @@ class StoreReader(Protocol):
         """Whether any holder's counters differ from what ``recount_holdings`` would answer (``verify``)."""
         ...
 
+    def ledger_bytes(self, tenant: str, principal: str | None = None) -> int:
+        """Bytes of lifecycle records (reservations, journal events, audit rows) the tenant's mutations, or with
+        ``principal`` that principal's, have written (reference/_ledger_bytes.py)."""
+        ...
+
     def pending_due(self, created_before_ms: int, limit: int) -> list[StoredCandidate]:
         """Pending candidates (any scope) created at or before ``created_before_ms``, oldest first, at most
         ``limit``."""
@@ -276,6 +281,10 @@ class StoreReader(Protocol):
 class StoreTransaction(StoreReader, Protocol):
     """One unit of work: every write below commits together or not at all, serialized against every other
     unit of work on the same store, in this process or any other sharing it."""
+
+    def add_ledger_bytes(self, tenant: str, principal: str, written: int) -> None:
+        """Count ``written`` ledger bytes for the tenant and for the principal within it."""
+        ...
 
     def reserve(self, scope: Scope, principal: str, key: str, reservation: Reservation) -> None:
         """Reserve ``key`` for ``principal`` in ``scope``, exactly once: when another unit of work reserved it
@@ -358,6 +367,9 @@ class MemoryStore(Protocol):
     # forget coverage digest, so a receipt never claims a place the store does not have.
     erasure_surfaces: tuple[str, ...]
     erasures: ErasureLedger  # the store's own ledger: started when the store opens, stopped by ``close``
+    # Whether an erasure's call tries the flush before it answers (True: the flush is cheap, as an SQLite
+    # checkpoint is); False leaves every erasure `pending` to the ledger's background settling.
+    settles_on_request: bool
 
     def transaction(self, work: Callable[[StoreTransaction], T]) -> T:
         """Run ``work`` in one unit of work and commit it; an exception from ``work`` rolls it back and

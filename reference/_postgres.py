@@ -20,20 +20,30 @@ REPEATABLE READ, READ ONLY snapshot.
 Erasure. A withdraw or forget updates the row in place, so its old version is
 a dead tuple until VACUUM removes it; it stays readable to any snapshot taken
 before the erasure. ``flush_residues`` answers True only when no snapshot older
-than the flush's start is held anywhere (other sessions, prepared transactions,
-replication slots and standbys' feedback), and VACUUM of the erasing tables
-then ran to the end without leaving a dead tuple behind for a pinned page. The
-role must see other sessions' snapshots (superuser or ``pg_read_all_stats``);
-otherwise nothing can be proved and every erasure stays ``pending``. VACUUM
-leaves a GIN index's keys (the erased words) in place, so the flush then
-rebuilds the search index with REINDEX before it answers True. What is
-documented in the README as out of reach: WAL segments keep page images
-until they are recycled, and freed space inside a page is not zeroed.
+than the flush's start is held in this database (other sessions, prepared
+transactions, replication slots and standbys' feedback), VACUUM of the erasing
+tables then ran to the end without leaving a dead tuple behind for a pinned
+page, the search index was rebuilt from the live rows (VACUUM leaves a GIN
+index's keys, the erased words, in place) and no erased column has planner
+statistics (``UNSAMPLED`` in reference/_postgres_schema.py). The role must see
+other sessions' snapshots (superuser or ``pg_read_all_stats``); otherwise
+nothing can be proved and every erasure stays ``pending``.
+
+That flush costs what the whole store costs (VACUUM and the rebuild read every
+row), so it never runs on a call's path: a withdraw, a forget or a rejected
+admission answers ``pending`` at once, and the ledger's background thread runs
+one flush for every erasure queued before it began, at most once per
+``erasure_batch_seconds``. The rebuild is ``REINDEX CONCURRENTLY``, which
+blocks neither reads nor writes, so one tenant's erasures never stall another
+tenant's calls. What is documented in the README as out of reach: WAL segments
+keep page images until they are recycled, and freed space inside a page is not
+zeroed.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import random
 import threading
 import time
@@ -43,15 +53,15 @@ from typing import Any, TypeVar
 
 import psycopg
 from psycopg import IsolationLevel, errors, sql
-from psycopg.rows import dict_row
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import PoolTimeout
 
 from engram_mcp.reference._config import StoreUnavailable
 from engram_mcp.reference._erasure import ErasureLedger
 from engram_mcp.reference._periodic import Periodic
 from engram_mcp.reference._ports import RankingProfile, StoreReader, StoreTransaction
+from engram_mcp.reference._postgres_pool import StorePool
 from engram_mcp.reference._postgres_queries import RANKING, PostgresReader, PostgresTransaction
-from engram_mcp.reference._postgres_schema import MIGRATIONS, migrate, scalar, schema_version
+from engram_mcp.reference._postgres_schema import MIGRATIONS, UNSAMPLED, migrate, scalar, schema_version
 
 T = TypeVar("T")
 log = logging.getLogger("engram_mcp.reference")
@@ -76,18 +86,49 @@ STALE_STATISTICS = (
     "SELECT relname FROM pg_stat_user_tables WHERE schemaname = current_schema() "
     "AND n_mod_since_analyze > 50 + 0.1 * n_live_tup ORDER BY relname"
 )
-ERASURE_RETRY_INTERVAL = 1.0
+ERASURE_BATCH_SECONDS = 10.0  # the shortest time between two background flushes ([store] erasure_batch_seconds)
 VACUUMED = ("candidates", "records")  # the tables an erasure rewrites rows of
 SEARCH_INDEX = "records_search"  # the GIN index of records' words, rebuilt by each flush
 FLUSH_LOCK_TIMEOUT = "500ms"  # VACUUM gives up (pending, retried later) rather than queue behind another one
+# REINDEX CONCURRENTLY waits for the transactions using the table at each of its phases; its own lock blocks no
+# read or write, so it may wait longer, but not for ever behind a transaction left open.
+REBUILD_LOCK_TIMEOUT = "10s"
 _MISSED = "not removed due to cleanup lock contention"  # VACUUM VERBOSE's report of dead tuples it had to leave
+# Copies of the search index a failed REINDEX CONCURRENTLY left behind (invalid, but holding the same words).
+_LEFTOVER_INDEXES = (
+    "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+    "WHERE i.indrelid = 'records'::regclass AND NOT i.indisvalid"
+)
+# Erased columns that ANALYZE may sample (a target other than 0) or that hold statistics: none, or no proof.
+_SAMPLED = (
+    "SELECT c.relname || '.' || a.attname FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
+    "WHERE c.relnamespace = current_schema()::regnamespace AND (c.relname || '.' || a.attname) = ANY(%s) "
+    "AND (a.attstattarget <> 0 OR EXISTS (SELECT 1 FROM pg_stats s WHERE s.schemaname = current_schema() "
+    "AND s.tablename = c.relname AND s.attname = a.attname))"
+)
+_UNSAMPLED_COLUMNS = [f"{table}.{column}" for table, columns in UNSAMPLED.items() for column in columns]
+# Everything that may still read a row version deleted before a horizon. Another database's sessions cannot
+# read this one's tables, so only this database's sessions and prepared transactions count (slots and
+# standbys' feedback hold every database's rows back).
+_SNAPSHOTS = (
+    "SELECT backend_xmin AS x FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND backend_xmin IS NOT NULL "
+    "AND datname = current_database() "
+    "UNION ALL SELECT backend_xid FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND backend_xid IS NOT NULL "
+    "AND datname = current_database() "
+    "UNION ALL SELECT transaction FROM pg_prepared_xacts WHERE database = current_database() "
+    "UNION ALL SELECT xmin FROM pg_replication_slots WHERE xmin IS NOT NULL "
+    "UNION ALL SELECT catalog_xmin FROM pg_replication_slots WHERE catalog_xmin IS NOT NULL "
+    "UNION ALL SELECT backend_xmin FROM pg_stat_replication WHERE backend_xmin IS NOT NULL"
+)
 
 
 class PostgresStore:
     """A pool of connections to one database (or one schema of it, through the URL's search_path option)."""
 
     ranking: RankingProfile = RANKING
-    erasure_surfaces: tuple[str, ...] = ("records", "search_index", "dead_tuples")  # WAL files keep old pages (README)
+    # WAL files keep old pages, and freed space in a page is not zeroed (README)
+    erasure_surfaces: tuple[str, ...] = ("records", "search_index", "dead_tuples", "planner_statistics")
+    settles_on_request = False  # a flush costs the whole store: the background settles it (module docstring)
 
     def __init__(
         self,
@@ -95,9 +136,9 @@ class PostgresStore:
         *,
         min_connections: int = 1,
         max_connections: int = 8,
-        connect_timeout: float = 10.0,
+        wait_seconds: float = 3.0,
         flush_retry_delays: tuple[float, ...] = FLUSH_RETRY_DELAYS,
-        erasure_retry_interval: float = ERASURE_RETRY_INTERVAL,
+        erasure_retry_interval: float = ERASURE_BATCH_SECONDS,
         background: bool = True,
         read_only: bool = False,
     ) -> None:
@@ -105,17 +146,14 @@ class PostgresStore:
         self.read_only = read_only
         self._flush_lock = threading.Lock()
         self._flush_retry_delays = flush_retry_delays
-        self._pool = ConnectionPool(
-            url, min_size=min_connections, max_size=max_connections, open=False, name="engram-store",
-            kwargs={"autocommit": True, "row_factory": dict_row},
-        )
+        self._pool = StorePool(url, min_size=min_connections, max_size=max_connections, wait_seconds=wait_seconds)
         try:
-            with psycopg.connect(url, autocommit=True, connect_timeout=int(connect_timeout)) as conn:
+            with psycopg.connect(url, autocommit=True, connect_timeout=max(2, math.ceil(wait_seconds))) as conn:
                 self.schema_version = schema_version(conn) if read_only else migrate(conn)
                 self._sees_all_snapshots = bool(scalar(
                     conn, "SELECT pg_has_role(current_user, 'pg_read_all_stats', 'USAGE')::int"
                 ))
-            self._pool.open(wait=True, timeout=connect_timeout)
+            self._pool.open()
         except (PoolTimeout, psycopg.Error):  # a psycopg message may quote the URL, password included
             self._pool.close()
             raise StoreUnavailable("the PostgreSQL store cannot be reached") from None
@@ -192,27 +230,36 @@ class PostgresStore:
             horizon = scalar(conn, "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint")
             if self._older_snapshots(conn, horizon):
                 return False
+            sampled = self.sampled_columns(conn)
+            if sampled:
+                log.warning("erasures stay pending: planner statistics may sample erased columns (%s)",
+                            ", ".join(sampled))
+                return False
             for table in VACUUMED:
                 # FREEZE makes it aggressive: it waits for a page's cleanup lock rather than skip pruning it.
                 conn.execute(f"VACUUM (FREEZE, VERBOSE, INDEX_CLEANUP ON) {table}")
             if any(_MISSED in notice for notice in notices):
                 return False
             # VACUUM removes a GIN index's row pointers but never its keys: the erased words would stay in the
-            # index, so it is rebuilt from the live rows (a plain REINDEX: a failed CONCURRENTLY would leave
-            # an invalid copy holding the same words behind).
-            conn.execute(f"REINDEX INDEX {SEARCH_INDEX}")
+            # index, so it is rebuilt from the live rows. CONCURRENTLY blocks no read or write; a rebuild that
+            # failed half-way leaves an invalid copy holding the same words, dropped before the next one.
+            conn.execute(f"SET lock_timeout = '{REBUILD_LOCK_TIMEOUT}'")
+            for (leftover,) in conn.execute(_LEFTOVER_INDEXES).fetchall():
+                conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(leftover)))
+            conn.execute(f"REINDEX INDEX CONCURRENTLY {SEARCH_INDEX}")
+            if conn.execute(_LEFTOVER_INDEXES).fetchall():
+                return False
             return not self._older_snapshots(conn, horizon)
+
+    @staticmethod
+    def sampled_columns(conn: Any) -> list[str]:
+        """The erased columns (``table.column``) that ANALYZE may sample or that hold planner statistics."""
+        return [str(row[0]) for row in conn.execute(_SAMPLED, (_UNSAMPLED_COLUMNS,)).fetchall()]
 
     @staticmethod
     def _older_snapshots(conn: Any, horizon: int) -> bool:
         """Whether anything may still read row versions deleted before ``horizon`` (a full transaction id)."""
-        rows = conn.execute(
-            "SELECT backend_xmin AS x FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND backend_xmin IS NOT "
-            "NULL UNION ALL SELECT backend_xid FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND backend_xid "
-            "IS NOT NULL UNION ALL SELECT transaction FROM pg_prepared_xacts UNION ALL SELECT xmin FROM "
-            "pg_replication_slots WHERE xmin IS NOT NULL UNION ALL SELECT backend_xmin FROM pg_stat_replication "
-            "WHERE backend_xmin IS NOT NULL"
-        ).fetchall()
+        rows = conn.execute(_SNAPSHOTS).fetchall()
         return any(_widen(int(str(row[0])), horizon) < horizon for row in rows)
 
     def refresh_statistics(self) -> list[str]:
@@ -225,7 +272,7 @@ class PostgresStore:
         ANALYZE takes no lock that blocks reads or writes.
         """
         with self._pool.connection() as conn:
-            rows: list[dict[str, Any]] = conn.execute(STALE_STATISTICS).fetchall()  # type: ignore[assignment]
+            rows: list[dict[str, Any]] = conn.execute(STALE_STATISTICS).fetchall()
             stale = [str(row["relname"]) for row in rows]
             for table in stale:
                 conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(table)))

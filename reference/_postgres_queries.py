@@ -19,6 +19,7 @@ from typing import Any, cast
 
 from engram_mcp.contract import ZERO_DIGEST, profile_digest
 from engram_mcp.contract.validation import instant
+from engram_mcp.reference import _ledger_bytes
 from engram_mcp.reference import _search as search_index
 from engram_mcp.reference._ports import (
     AuditCheckpoint,
@@ -164,6 +165,7 @@ _CANDIDATE = (
 )
 
 _RECOUNT_HOLDINGS = recount_holdings_sql("%s")
+_READ_LEDGER, _ADD_LEDGER = _ledger_bytes.read_sql("%s"), _ledger_bytes.add_sql("%s")
 
 
 class PostgresReader:
@@ -262,6 +264,10 @@ class PostgresReader:
     def holdings_drift(self) -> bool:
         return self._one(HOLDINGS_DRIFT_SQL) is not None
 
+    def ledger_bytes(self, tenant: str, principal: str | None = None) -> int:
+        row = self._one(_READ_LEDGER, holder_key(tenant, principal))
+        return 0 if row is None else int(row["bytes"])
+
     def pending_due(self, created_before_ms: int, limit: int) -> list[StoredCandidate]:
         rows = self.conn.execute(
             _CANDIDATE + "WHERE c.state = 'pending' AND c.created_ms <= %s ORDER BY c.created_ms LIMIT %s",
@@ -311,6 +317,9 @@ class PostgresTransaction(PostgresReader):
     """The port's writes; the caller (PostgresStore.transaction) owns BEGIN, COMMIT and the retries."""
 
     _keeps_searched = False
+
+    def add_ledger_bytes(self, tenant: str, principal: str, written: int) -> None:
+        self.conn.execute(_ADD_LEDGER, (tenant, principal, written))
 
     def reserve(self, scope: Scope, principal: str, key: str, reservation: Reservation) -> None:
         # A plain INSERT: a concurrent reservation of the same key fails this unit of work (a unique or

@@ -270,7 +270,48 @@ MIGRATIONS: tuple[str, ...] = (
     WHERE c.state = 'pending' OR (c.state = 'accepted' AND r.state = 'accepted_current')
     GROUP BY 1, 2, 3;
     """,
+    """
+    -- Planner statistics never sample content (UNSAMPLED below): a statistics target of 0 keeps ANALYZE, the
+    -- store's and autovacuum's, off these columns, and re-stating each column's own type drops the statistics
+    -- an earlier ANALYZE kept of it (ALTER COLUMN ... TYPE removes a column's pg_statistic rows; the type is
+    -- unchanged, so no row is rewritten, only the indexes on the column are rebuilt).
+    ALTER TABLE records ALTER COLUMN body SET STATISTICS 0, ALTER COLUMN body TYPE bytea,
+        ALTER COLUMN payload_digest SET STATISTICS 0, ALTER COLUMN payload_digest TYPE text,
+        ALTER COLUMN search SET STATISTICS 0, ALTER COLUMN search TYPE tsvector;
+    ALTER TABLE candidates ALTER COLUMN payload_digest SET STATISTICS 0, ALTER COLUMN payload_digest TYPE text,
+        ALTER COLUMN ciphertext SET STATISTICS 0, ALTER COLUMN ciphertext TYPE bytea,
+        ALTER COLUMN wrapped_key SET STATISTICS 0, ALTER COLUMN wrapped_key TYPE bytea;
+    ALTER TABLE tombstones ALTER COLUMN payload_digest SET STATISTICS 0, ALTER COLUMN payload_digest TYPE text;
+    ALTER TABLE reservations ALTER COLUMN intent SET STATISTICS 0, ALTER COLUMN intent TYPE text,
+        ALTER COLUMN value SET STATISTICS 0, ALTER COLUMN value TYPE text;
+    ALTER TABLE journal ALTER COLUMN event SET STATISTICS 0, ALTER COLUMN event TYPE text;
+    ALTER TABLE audit ALTER COLUMN entry SET STATISTICS 0, ALTER COLUMN entry TYPE text;
+    """,
+    """
+    -- Ledger bytes (reference/_ledger_bytes.py): what each holder's mutations wrote of reservations, journal
+    -- events and audit rows, counted from this version on; one row per tenant and per principal within it.
+    CREATE TABLE ledger_bytes (
+        tenant text NOT NULL,
+        holder text NOT NULL CHECK (holder IN ('tenant', 'principal')),
+        principal text NOT NULL,
+        bytes bigint NOT NULL,
+        PRIMARY KEY (tenant, holder, principal)
+    );
+    """,
 )
+
+# Columns that hold content, or values derived from it (words, digests, sealed bodies, wrapped keys, stored
+# answers and journal entries): ANALYZE never samples them (statistics target 0, migration 4), so the planner's
+# statistics (pg_statistic, shown by pg_stats) never hold a value an erasure removes. The planner never filters
+# on them; the erasure proof (reference/_postgres.py) checks that none of them has statistics.
+UNSAMPLED: dict[str, tuple[str, ...]] = {
+    "records": ("body", "payload_digest", "search"),
+    "candidates": ("payload_digest", "ciphertext", "wrapped_key"),
+    "tombstones": ("payload_digest",),
+    "reservations": ("intent", "value"),
+    "journal": ("event",),
+    "audit": ("entry",),
+}
 
 SEARCH_CONFIG = "simple"  # lowercases, no stemming and no stop words: the same words SQLite's unicode61 keeps
 # The advisory lock key replicas take while migrating (any constant shared by every replica will do).

@@ -1,11 +1,12 @@
 """Resource bounds of the reference server: quotas per tenant and per principal, and expiry.
 
-Three quotas apply at once to each of two holders, the tenant (over all its
+Four quotas apply at once to each of two holders, the tenant (over all its
 workspaces) and the principal within that tenant:
 
 - ``pending_candidates``: candidates captured and not yet decided, withdrawn or expired;
 - ``bytes``: sealed bytes of the candidates still held, pending or admitted and not forgotten;
-- ``calls_per_window``: tool calls served in one fixed window of ``window_seconds``.
+- ``calls_per_window``: tool calls served in one fixed window of ``window_seconds``;
+- ``ledger_bytes``: bytes of lifecycle records its mutations left for good (reference/_ledger_bytes.py).
 
 A call over any of them is refused with RATE_LIMITED (retriable) before it
 changes anything. Zero turns one quota off. All three are counted in the
@@ -30,6 +31,7 @@ class Quota:
     pending_candidates: int
     bytes: int
     calls_per_window: int
+    ledger_bytes: int = 0  # what mutations leave for good: reservations, journal events, audit rows
 
 
 @dataclass(frozen=True)
@@ -40,10 +42,12 @@ class Quotas:
     # while holding a runaway agent to about a thousand calls a second and a bounded store.
     window_seconds: int = 60
     tenant: Quota = field(
-        default_factory=lambda: Quota(pending_candidates=50_000, bytes=1 << 30, calls_per_window=240_000)
+        default_factory=lambda: Quota(pending_candidates=50_000, bytes=1 << 30, calls_per_window=240_000,
+                              ledger_bytes=4 << 30)
     )
     principal: Quota = field(
-        default_factory=lambda: Quota(pending_candidates=5_000, bytes=256 << 20, calls_per_window=60_000)
+        default_factory=lambda: Quota(pending_candidates=5_000, bytes=256 << 20, calls_per_window=60_000,
+                              ledger_bytes=1 << 30)
     )
 
 
@@ -145,10 +149,12 @@ def toml_lines(limits: ResourceLimits | None = None) -> list[str]:
 
     def quota(name: str, value: Quota) -> list[str]:
         return [f"[quotas.{name}]", f"pending_candidates = {value.pending_candidates}",
-                f"bytes = {value.bytes}", f"calls_per_window = {value.calls_per_window}"]
+                f"bytes = {value.bytes}", f"calls_per_window = {value.calls_per_window}",
+                f"ledger_bytes = {value.ledger_bytes}"]
 
     return [
         "# Quotas per tenant (all its workspaces) and per principal within a tenant; 0 turns one off.",
+        "# ledger_bytes: what mutations leave for good (reservations, journal events, audit rows).",
         "# A call over one is refused with RATE_LIMITED and changes nothing.",
         "[quotas]",
         f"window_seconds = {q.window_seconds}",

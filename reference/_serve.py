@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hmac
 from typing import Any
 
 import anyio
@@ -10,8 +9,10 @@ import uvicorn
 from mcp.server.transport_security import TransportSecuritySettings
 
 from engram_mcp.reference._config import ServerConfig
+from engram_mcp.reference._http_admission import ConnectionBudget, authorization, presents
 from engram_mcp.reference._http_deadlines import deadline_protocol
 from engram_mcp.reference._http_messages import MessageGuard
+from engram_mcp.reference._http_sessions import BoundedSessionManager, session_app
 from engram_mcp.reference._server import ReferenceServer
 from engram_mcp.reference._stdio import stdio_transport
 
@@ -41,16 +42,14 @@ class BearerGuard:
 
     def __init__(self, app: Any, token: str) -> None:
         self.app = app
-        self._expected = f"Bearer {token}".encode()
+        self._expected = authorization(token)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            presented = dict(scope.get("headers", [])).get(b"authorization", b"")
-            if not hmac.compare_digest(presented, self._expected):
-                await send({"type": "http.response.start", "status": 401,
-                            "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})
-                await send({"type": "http.response.body", "body": b'{"error":"unauthorized"}'})
-                return
+        if scope["type"] == "http" and not presents(scope.get("headers", []), self._expected):
+            await send({"type": "http.response.start", "status": 401,
+                        "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})
+            await send({"type": "http.response.body", "body": b'{"error":"unauthorized"}'})
+            return
         await self.app(scope, receive, send)
 
 
@@ -64,22 +63,34 @@ def http_app(reference: ReferenceServer, host: str, port: int) -> Any:
         allowed_hosts=[f"{name}:{port}" for name in names],
         allowed_origins=[f"http://{name}:{port}" for name in names],
     )
-    max_bytes = reference.config.transport.max_message_bytes
-    app = reference.server.streamable_http_app(
-        streamable_http_path=MCP_PATH, host=host, transport_security=security, max_request_body_size=max_bytes
+    limits = reference.config.transport
+    sessions = BoundedSessionManager(
+        reference.server, per_principal=limits.http_sessions_per_principal, security_settings=security,
+        max_request_body_size=limits.max_message_bytes, max_sessions=limits.http_max_sessions,
+        session_idle_timeout=60 * limits.http_session_idle_minutes,
     )
-    return BearerGuard(MessageGuard(app, MCP_PATH, max_bytes), reference.config.http_bearer_token)
+    reference.on_bound_call = sessions.attribute
+    app = session_app(sessions, MCP_PATH)
+    return BearerGuard(MessageGuard(app, MCP_PATH, limits.max_message_bytes), reference.config.http_bearer_token)
 
 
 def serve_http(config: ServerConfig, host: str, port: int) -> None:
     reference = ReferenceServer(config)
     limits = config.transport
+    if not config.http_bearer_token:
+        raise ValueError("serving HTTP needs http_bearer_token_file in the configuration")
+    budget = ConnectionBudget(total=limits.http_unauthenticated_connections,
+                              per_source=limits.http_unauthenticated_per_source,
+                              expected=authorization(config.http_bearer_token))
     try:
         server = uvicorn.Server(uvicorn.Config(
             http_app(reference, host, port), host=host, port=port, log_level="warning", lifespan="on",
             # h11 pinned (not "auto"), since the deadlines live in its protocol class.
-            http=deadline_protocol(limits.http_header_timeout_seconds, limits.http_body_timeout_seconds),
-            limit_concurrency=limits.http_max_connections,
+            http=deadline_protocol(limits.http_header_timeout_seconds, limits.http_body_timeout_seconds,
+                                   first_byte_timeout=limits.http_first_byte_timeout_seconds, budget=budget),
+            # Unauthenticated connections hold at most their own budget, so authenticated ones always have
+            # http_max_connections places.
+            limit_concurrency=limits.http_max_connections + limits.http_unauthenticated_connections,
         ))
         server.run()
     finally:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
 import mcp_types as types
@@ -50,6 +50,7 @@ from engram_mcp.reference._config import ServerConfig
 from engram_mcp.reference._core import Engine, scope_of
 from engram_mcp.reference._envelope import Outcome, Refusal, envelope, tool_result
 from engram_mcp.reference._ports import StoreTransaction
+from engram_mcp.reference._precheck import ItemCounts
 from engram_mcp.reference._wiring import ServerPorts, build_ports
 
 log = logging.getLogger("engram_mcp.reference")
@@ -187,7 +188,10 @@ class ReferenceServer:
         self.engine.start_housekeeping()
         self.sealer = ConfirmationSealer(config.derived_key("request-state"))
         self.oracle = ArgumentOracle()
+        self.item_counts = ItemCounts(_CONTRACT)
         self.tools = {name: _advertised(name) for name in _CONTRACT.tools}
+        # Told the session (None over stdio) and principal of each bound call: the HTTP edge bounds sessions by it.
+        self.on_bound_call: Callable[[str | None, str], None] | None = None
         self.server = Server(
             SERVER_NAME,
             version="1.0.0",
@@ -211,12 +215,16 @@ class ReferenceServer:
     def _trusted_binding(self, ctx: ServerRequestContext) -> Binding | None:
         """The binding, with any unforeseen failure turned into the constant -32603."""
         try:
-            return self._binding(ctx)
+            binding = self._binding(ctx)
         except MCPError:
             raise
         except Exception:
             log.exception("binding check failed")
             raise _protocol_error(_UNTRUSTED) from None
+        if binding is not None and self.on_bound_call is not None:
+            headers = getattr(ctx.request, "headers", None)  # the HTTP request's; none over stdio
+            self.on_bound_call(headers.get("mcp-session-id") if headers is not None else None, binding.principal)
+        return binding
 
     async def _list_tools(
         self, ctx: ServerRequestContext, params: types.PaginatedRequestParams | None
@@ -236,15 +244,9 @@ class ReferenceServer:
         tool = params.name
         if binding.audit_id is None:  # the host names every call it makes (EMC-HP-053)
             log.info("binding refused: missing_audit_id")
-            await self._audit_quietly(
-                binding, tool if tool in _CONTRACT.tools else "unknown", str(_UNTRUSTED.jsonrpc_code)
-            )
-            raise _protocol_error(_UNTRUSTED)
+            await self._refused_early(binding, tool, _UNTRUSTED)
         if tool not in self.config.tools_for(scope_of(binding), binding.principal):
-            await self._audit_quietly(
-                binding, tool if tool in _CONTRACT.tools else "unknown", str(_UNKNOWN_TOOL.jsonrpc_code)
-            )
-            raise _protocol_error(_UNKNOWN_TOOL)
+            await self._refused_early(binding, tool, _UNKNOWN_TOOL)
         audit_id = binding.audit_id
         inline = _InlineAudit(self.audit, audit_id, binding, tool)
         try:
@@ -326,6 +328,8 @@ class ReferenceServer:
             return Outcome(code="STORE_UNAVAILABLE")
         if not admitted:
             return Outcome(code="RATE_LIMITED")  # over a call quota: refused before anything is read or written
+        if self.item_counts.over(tool, arguments):  # the oracle's own verdict, without its per-item listing
+            return Outcome(code=self.item_counts.code)
         verdict = self.oracle.verdict(tool, arguments)
         if not verdict.valid:
             return Outcome(code=verdict.code)
@@ -466,6 +470,24 @@ class ReferenceServer:
         await anyio.to_thread.run_sync(
             partial(self.audit.append, audit_id or _journal_id(binding), binding, tool, outcome)
         )
+
+    async def _refused_early(self, binding: Binding, tool: str, error: Any) -> NoReturn:
+        """Refuse a call before it is served: it counts toward the call quota as any call does, and is journaled
+        (with what other calls hand in meanwhile), in one hand-off to a worker thread; then the protocol error."""
+
+        def count_and_journal() -> None:
+            try:
+                self.engine.admit_call(binding, datetime.now(UTC))
+            except Exception:
+                log.exception("counting a refused call against its quota failed")
+            try:
+                self.audit.append(_journal_id(binding), binding, tool if tool in _CONTRACT.tools else "unknown",
+                                  str(error.jsonrpc_code))
+            except Exception:
+                log.exception("audit journal write failed")
+
+        await anyio.to_thread.run_sync(count_and_journal)
+        raise _protocol_error(error)
 
     async def _audit_quietly(self, binding: Binding, tool: str, outcome: str) -> None:
         """Record a refused call; a failure to record never changes the refusal the client gets."""

@@ -14,6 +14,7 @@ from typing import Any, cast
 
 from engram_mcp.contract import ZERO_DIGEST
 from engram_mcp.contract.validation import instant
+from engram_mcp.reference import _ledger_bytes
 from engram_mcp.reference import _search as search_index
 from engram_mcp.reference._ports import (
     AuditCheckpoint,
@@ -35,6 +36,7 @@ from engram_mcp.reference._quotas import HOLDINGS_DRIFT_SQL, holder_key, recount
 from engram_mcp.reference._sqlite import sqlite3
 
 _RECOUNT_HOLDINGS = recount_holdings_sql("?")
+_READ_LEDGER, _ADD_LEDGER = _ledger_bytes.read_sql("?"), _ledger_bytes.add_sql("?")
 
 
 class SqliteTransaction:
@@ -52,6 +54,9 @@ class SqliteTransaction:
             (scope.tenant, scope.workspace, principal, key),
         ).fetchone()
         return None if row is None else Reservation(row["intent"], json.loads(row["value"]))
+
+    def add_ledger_bytes(self, tenant: str, principal: str, written: int) -> None:
+        self.sql.execute(_ADD_LEDGER, (tenant, principal, written))
 
     def reserve(self, scope: Scope, principal: str, key: str, reservation: Reservation) -> None:
         self.sql.execute(
@@ -142,6 +147,10 @@ class SqliteTransaction:
 
     def holdings_drift(self) -> bool:
         return self.sql.execute(HOLDINGS_DRIFT_SQL).fetchone() is not None
+
+    def ledger_bytes(self, tenant: str, principal: str | None = None) -> int:
+        row = self.sql.execute(_READ_LEDGER, holder_key(tenant, principal)).fetchone()
+        return 0 if row is None else int(row["bytes"])
 
     # -- records and their index -------------------------------------------------------------
 

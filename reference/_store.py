@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
-from engram_mcp.reference import _call_counts
+from engram_mcp.reference import _call_counts, _ledger_bytes
 from engram_mcp.reference import _search as search_index
 from engram_mcp.reference._erasure import ErasureLedger
 from engram_mcp.reference._ports import Scope, StoreReader, StoreTransaction
@@ -315,6 +315,7 @@ class SqliteStore:
 
     ranking = search_index.RANKING
     erasure_surfaces: tuple[str, ...] = ("records", "search_index", "wal")
+    settles_on_request = True  # a truncating checkpoint costs what the WAL holds, not what the store holds
 
     def __init__(
         self,
@@ -369,6 +370,7 @@ class SqliteStore:
                 self._db.executescript(f"BEGIN IMMEDIATE;\n{script}\nPRAGMA user_version = {number};\nCOMMIT;")
             self._secure_delete_indexes()
             self._db.execute(_call_counts.TABLE)  # once per open, not on every counted call
+            self._db.execute(_ledger_bytes.TABLE)  # the same: counters without a schema version of their own
 
     def _secure_delete_indexes(self) -> None:
         """Turn FTS5 secure-delete on in every search index that lacks it (those an older server created)."""

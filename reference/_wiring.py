@@ -32,7 +32,10 @@ def open_store(config: ServerConfig, *, inspect: bool = False) -> MemoryStore:
         return SqliteStore(config.store, synchronous=config.synchronous, read_only=inspect)
     from engram_mcp.reference._postgres import PostgresStore  # lazily: only PostgreSQL deployments need psycopg
 
-    return PostgresStore(config.store_url, background=not inspect, read_only=inspect)
+    settings = config.postgres
+    return PostgresStore(config.store_url, background=not inspect, read_only=inspect,
+                         erasure_retry_interval=settings.erasure_batch_seconds,
+                         wait_seconds=settings.unavailable_after_seconds)
 
 
 def build_ports(config: ServerConfig) -> ServerPorts:

@@ -142,12 +142,29 @@ def test_a_slow_body_is_closed(server: HttpServer, capsys: pytest.CaptureFixture
     assert_served(server)
 
 
+def held_request(server: HttpServer) -> socket.socket:
+    """A connection that sent an authenticated request's headers and holds on to its body."""
+    sock = connect(server)
+    head = [f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n".encode()]
+    head += [f"{k}: {v}\r\n".encode() for k, v in headers(server).items()]
+    sock.sendall(b"".join([*head, b"Content-Length: 1000\r\n\r\n"]))
+    return sock
+
+
 def test_the_connection_cap_answers_503_and_frees_up(make_reference_dir: Any) -> None:
-    cap = 4
-    ref = set_transport(make_reference_dir(), http_header_timeout_seconds=3, http_max_connections=cap)
+    """The cap counts authenticated connections, beside the unauthenticated budget (tests/reference/
+    test_http_floods.py): with both full, a new request is answered 503 until connections close."""
+    cap, budget = 4, 2
+    ref = set_transport(make_reference_dir(), http_header_timeout_seconds=3, http_body_timeout_seconds=3,
+                        http_max_connections=cap, http_unauthenticated_connections=budget,
+                        http_unauthenticated_per_source=budget)
     with http_server(ref) as running:
         started = time.monotonic()
-        held = [connect(running) for _ in range(cap)]
+        held = []
+        for _ in range(cap):
+            held.append(held_request(running))
+            time.sleep(0.1)  # its headers are read (it is proven) before the next one opens
+        held += [connect(running) for _ in range(budget)]
         time.sleep(0.2)  # let the server accept them
         refused = httpx2.post(running.url, headers=headers(running), json=INITIALIZE, timeout=10)
         assert refused.status_code == 503

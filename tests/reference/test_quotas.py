@@ -351,11 +351,12 @@ def test_init_writes_the_quota_and_expiry_keys_with_their_defaults(tmp_path: Pat
     assert load_config(ref.config).limits == ResourceLimits()
     settings = ref.settings()
     assert set(settings["quotas"]) == {"window_seconds", "tenant", "principal"}
-    assert set(settings["quotas"]["principal"]) == {"pending_candidates", "bytes", "calls_per_window"}
+    assert set(settings["quotas"]["principal"]) == {"pending_candidates", "bytes", "calls_per_window", "ledger_bytes"}
     assert set(settings["expiry"]) == {"pending_candidate_seconds", "refused_audit_rows"}
 
 
 @pytest.mark.parametrize("line", ["quotas__principal__bytes = -1", "quotas__window_seconds = 0",
+                                  "quotas__principal__ledger_bytes = -5",
                                   'expiry__pending_candidate_seconds = "soon"', "quotas__tenant__bytes = true"])
 def test_a_bad_quota_setting_is_a_config_error(tmp_path: Path, line: str) -> None:
     ref = init_reference_dir(tmp_path / "engram")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from typing import Any
@@ -95,3 +96,55 @@ def test_a_misspelt_scope_setting_is_refused(make_reference_dir: Any) -> None:
     ref.edit(lambda data: data["scopes"][0].update(capture_denied_principal=["alice"]))
     with pytest.raises(ConfigError, match="unknown setting 'capture_denied_principal'"):
         load_config(ref.config)
+
+
+def test_init_with_a_postgresql_store_writes_its_timing_keys_and_the_loader_reads_them(tmp_path: Any) -> None:
+    from engram_mcp.reference._init import write_configuration
+    from engram_mcp.reference._store_config import PostgresSettings
+
+    write_configuration(tmp_path, seed="s", store_url="postgresql://db.internal/memory")
+    written = (tmp_path / "server.toml").read_text(encoding="utf-8")
+    defaults = PostgresSettings()
+    assert f"erasure_batch_seconds = {defaults.erasure_batch_seconds:g}" in written
+    assert f"unavailable_after_seconds = {defaults.unavailable_after_seconds:g}" in written
+    assert load_config(tmp_path / "server.toml").postgres == defaults
+
+
+@pytest.mark.parametrize("key", ["erasure_batch_seconds", "unavailable_after_seconds"])
+@pytest.mark.parametrize("value", [0, -1, True, "10", 10**6])
+def test_an_unusable_store_timing_is_refused_by_name(make_reference_dir: Any, key: str, value: Any) -> None:
+    ref = make_reference_dir()
+    ref.edit(lambda data: data.update(store={"url": "postgresql://db.internal/memory", key: value}))
+    with pytest.raises(ConfigError, match=f"store: '{key}'"):
+        load_config(ref.config)
+
+
+def test_a_store_timing_is_read(make_reference_dir: Any) -> None:
+    ref = make_reference_dir()
+    ref.edit(lambda data: data.update(store={"url": "postgresql://db.internal/memory", "erasure_batch_seconds": 2,
+                                             "unavailable_after_seconds": 7}))
+    settings = load_config(ref.config).postgres
+    assert (settings.erasure_batch_seconds, settings.unavailable_after_seconds) == (2.0, 7.0)
+
+
+def readme_table_defaults() -> dict[str, str]:
+    """Each configuration key the README's tables name (first column), with the default they give (second)."""
+    from pathlib import Path
+
+    text = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `(?:\[[^\]]+\] )?([a-z_]+)` \| ([^|]*) \|", text, re.M)
+    return {key: default.strip() for key, default in rows}
+
+
+def test_the_readme_tables_give_every_transport_and_store_default() -> None:
+    from dataclasses import fields
+
+    from engram_mcp.reference._config import TransportConfig
+    from engram_mcp.reference._store_config import PostgresSettings
+
+    documented = readme_table_defaults()
+    for settings in (TransportConfig(), PostgresSettings()):
+        for field in fields(settings):
+            assert field.name in documented, f"the README does not document {field.name}"
+            value = getattr(settings, field.name)
+            assert documented[field.name] == (f"{value:g}" if isinstance(value, float) else str(value)), field.name

@@ -17,7 +17,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from tools.bench import _calls, _external, _ingest, _inprocess
+from tools.bench import _calls, _external, _ingest, _inprocess, _isolation
 from tools.bench._context import Context
 from tools.bench._report import Report, print_rows, print_table
 
@@ -26,6 +26,7 @@ MEASURES: dict[str, Callable[[Context], None]] = {
     "search": _inprocess.run_search,
     "broad": _inprocess.run_broad,
     "forget": _inprocess.run_forget,
+    "isolation": _isolation.run_isolation,
     "ingest": _ingest.run_ingest,
     "race": _ingest.run_race,
     "memory-server": _external.run_memory_server,

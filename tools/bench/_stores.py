@@ -33,7 +33,8 @@ TENANTS = 1000
 BATCH = 500  # engine operations (capture + admission pairs) per store transaction while building
 BUILD_VERSION = "2"  # bump when the builder's output changes
 MCP_EDGE = frozenset({"__main__.py", "_cli.py", "_serve.py", "_server.py", "_stdio.py", "_jsonrpc.py",
-                      "_http_deadlines.py", "_http_messages.py", "_envelope.py", "_verify.py"})
+                      "_http_deadlines.py", "_http_messages.py", "_http_admission.py", "_http_sessions.py",
+                      "_precheck.py", "_envelope.py", "_verify.py"})
 
 
 def fingerprint() -> str:
@@ -142,11 +143,11 @@ def ensure_store(spec: StoreSpec, cache: Path, postgres: str | None) -> BuiltSto
 
 
 def unbound_storage(config: Path) -> None:
-    """Turn the tenant's and the principal's byte quotas off (0): a default quota (1 GiB of captures per tenant)
-    would refuse a million-record store about halfway through its build."""
-    text, count = re.subn(r"(?m)^bytes = \d+$", "bytes = 0", config.read_text(encoding="utf-8"))
-    if count != 2:
-        raise RuntimeError(f"expected the tenant's and the principal's byte quotas in {config}, found {count}")
+    """Turn the tenant's and the principal's byte and ledger-byte quotas off (0): the defaults (1 GiB of captures
+    per tenant, 1 GiB of lifecycle records per principal) would refuse a million-record store part-way through."""
+    text, count = re.subn(r"(?m)^(bytes|ledger_bytes) = \d+$", r"\1 = 0", config.read_text(encoding="utf-8"))
+    if count != 4:
+        raise RuntimeError(f"expected the tenant's and the principal's two byte quotas in {config}, found {count}")
     config.write_text(text, encoding="utf-8")
 
 
