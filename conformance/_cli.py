@@ -37,6 +37,7 @@ from engram_mcp.conformance._cli_certificate import keygen, verify_certificate
 from engram_mcp.conformance._findings import blamed
 from engram_mcp.conformance._report import REPORT_FILES
 from engram_mcp.conformance._run import EXIT_UNREACHABLE, EXIT_USAGE, Run, harness_version
+from engram_mcp.conformance.plugin import EXPLORE_DEEP, EXPLORE_DEFAULT
 from engram_mcp.contract import load
 
 EPILOG = """exit codes:
@@ -73,6 +74,12 @@ def _run_parser() -> argparse.ArgumentParser:
                              "as host; profile: this project's host-profile pins too")
     parser.add_argument("--deep", action="store_true",
                         help="also run the checks that wait long (a confirmation TTL over 10 s, expiry windows)")
+    parser.add_argument("--explore", type=int, metavar="N", help="calls per era in generated call sequences "
+                        f"(default {EXPLORE_DEFAULT}, {EXPLORE_DEEP} with --deep; 0 turns exploration off)")
+    parser.add_argument("--explore-trace", type=Path, metavar="FILE",
+                        help="write every explored call and its judgement to this JSON lines file")
+    parser.add_argument("--replica", action="append", default=[], metavar="URL",
+                        help="another HTTP endpoint of the same service: concurrent clients are spread over them")
     parser.add_argument("-v", "--verbose", action="store_true", help="one line per check")
     parser.add_argument("--format", choices=["text", "json"], default="text",
                         help="json: print only the summary as one JSON object on stdout (the console goes to stderr)")
@@ -151,6 +158,12 @@ def _pytest_options(args: argparse.Namespace, target: str, profile: Path | None)
         options.append("--score-unverified")
     if args.deep:
         options.append("--deep")
+    if args.explore is not None:
+        options += ["--explore", str(args.explore)]
+    if args.explore_trace is not None:
+        options += ["--explore-trace", str(args.explore_trace)]
+    for replica in args.replica:
+        options += ["--replica", replica]
     if args.expected_failures:
         options += ["--expected-failures", str(args.expected_failures)]
     if args.report_dir:

@@ -48,6 +48,7 @@ from engram_mcp.conformance._status import (
 )
 from engram_mcp.conformance._tracker import RecordingHost, Tracker
 from engram_mcp.conformance._world import Evidence, World
+from engram_mcp.conformance.plugin import EXPLORE_DEEP, EXPLORE_DEFAULT
 
 __all__ = ["EXIT_CONFORMANT", "EXIT_INCOMPLETE", "EXIT_MUST_FAILED", "EXIT_STALE", "EXIT_UNREACHABLE", "EXIT_USAGE",
            "Outcome", "Result", "Run", "run_of", "run_suite"]
@@ -139,6 +140,17 @@ def pytest_configure(config: pytest.Config) -> None:
     run.references = references
     run.tracker = tracker
     run.level, run.deep = config.getoption("--level"), config.getoption("--deep")
+    explore = config.getoption("--explore")
+    if explore is not None and explore < 0:
+        raise pytest.UsageError("--explore takes a number of calls, 0 or more")
+    run.explore = explore if explore is not None else (EXPLORE_DEEP if run.deep else EXPLORE_DEFAULT)
+    trace, replay = config.getoption("--explore-trace"), config.getoption("--replay")
+    run.explore_trace = Path(trace) if trace else None
+    run.replay = Path(replay) if replay else None
+    try:
+        run.replicas = tuple(parse_target(url, headers=profile.http_headers) for url in config.getoption("--replica"))
+    except ValueError as problem:
+        raise pytest.UsageError(str(problem)) from None
     run.select = tuple(config.getoption("--select"))
     run.selected = bool(run.select)
     set_deep(run.deep)

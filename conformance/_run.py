@@ -158,6 +158,10 @@ class Run:
     timeout: float
     level: str = "contract"  # which requirements are scored: contract (+ wiring), or profile (everything)
     deep: bool = False  # run the checks that wait long (confirmation TTL, expiry windows)
+    explore: int = 0  # calls per era in generated call sequences (0: exploration off)
+    explore_trace: Path | None = None  # where every explored call is written, when asked
+    replicas: tuple[Target, ...] = ()  # other endpoints of the same service, for concurrent clients
+    replay: Path | None = None  # a counterexample file to re-run (conformance replay)
     selected: bool = False  # a --select run: a partial report, never a certificate
     select: tuple[str, ...] = ()  # the --select prefixes
     started_at: datetime = field(default_factory=utc_now)

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Outcome", "Result", "Run", "ServerInfo", "run_of", "run_suite"]
 HOOKS = "engram_mcp.conformance._plugin"
+# Calls per era that exploration (explore.*) makes: the default budget, and the one --deep raises it to.
+EXPLORE_DEFAULT, EXPLORE_DEEP = 120, 1200
 # Public names, imported on first use so that an autoloaded plugin costs nothing in unrelated pytest runs.
 _LAZY = {"Outcome": HOOKS, "run_of": HOOKS, "run_suite": HOOKS, "Result": "engram_mcp.conformance._run",
          "Run": "engram_mcp.conformance._run", "ServerInfo": "engram_mcp.conformance._run"}
@@ -59,6 +61,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "profile: score this project's host-profile pins too")
     group.addoption("--deep", action="store_true", help="also run the checks that wait long (a 300 s confirmation "
                                                          "TTL, expiry windows) instead of leaving them not exercised")
+    group.addoption("--explore", type=int, default=None, metavar="N",
+                    help=f"calls per era in generated call sequences (default {EXPLORE_DEFAULT}, "
+                         f"{EXPLORE_DEEP} with --deep; 0 turns exploration off)")
+    group.addoption("--explore-trace", help="write every explored call and its judgement to this JSON lines file")
+    group.addoption("--replica", action="append", default=[], metavar="URL",
+                    help="another endpoint of the same service (an HTTP replica): concurrent clients are spread "
+                         "over the target and its replicas")
+    group.addoption("--replay", help="re-run the counterexample in this file (conformance replay)")
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -167,6 +167,9 @@ class Variant:
     gap: str | None = None  # a known harness gap: the variant is expected to slip through
     configure: Callable[[Path], None] | None = None  # edits the run's copy of the configuration folder first
     transport: str = "stdio"  # "http": the variant is served over streamable HTTP behind the host bearer
+    # A defect only a call sequence shows: exploration (explore.*) must catch it, and a full run with exploration
+    # turned off (--explore 0) must not, which shows what exploration adds to the fixed checks.
+    sequence_only: bool = False
 
 
 VARIANTS: dict[str, Variant] = {}
@@ -183,13 +186,14 @@ def variant(
     gap: str | None = None,
     configure: Callable[[Path], None] | None = None,
     transport: str = "stdio",
+    sequence_only: bool = False,
 ) -> Callable[[Callable[[FaultyServer], None]], Callable[[FaultyServer], None]]:
     def register(apply: Callable[[FaultyServer], None]) -> Callable[[FaultyServer], None]:
         if name in VARIANTS:
             raise ValueError(f"variant {name} is defined twice")
         summary = (apply.__doc__ or "").strip().splitlines()[0]
         VARIANTS[name] = Variant(name, tuple(breaks), tuple(caught_by), tuple(select or caught_by), era, summary,
-                                 apply, expect, gap, configure, transport)
+                                 apply, expect, gap, configure, transport, sequence_only)
         return apply
 
     return register
@@ -1939,14 +1943,14 @@ class Judgement:
 
 
 def command(target: str, profile: Path, select: tuple[str, ...] | list[str], report_dir: Path, *, era: str = "both",
-            call_timeout: float = 10.0, level: str = "contract") -> list[str]:
+            call_timeout: float = 10.0, level: str = "contract", options: tuple[str, ...] = ()) -> list[str]:
     conformance = Path(sys.executable).with_name("conformance")
     program = [str(conformance)] if conformance.exists() else [sys.executable, "-m", "engram_mcp.conformance._cli"]
     line = [*program, "--target", target, "--profile", str(profile), "--report-dir", str(report_dir),
             "--era", era, "--call-timeout", str(call_timeout), "--level", level]
     for prefix in select:
         line += ["--select", prefix]
-    return line
+    return [*line, *options]
 
 
 def variant_target(name: str, config: Path) -> str:
@@ -1979,13 +1983,13 @@ def read_report(report: Path) -> tuple[int | None, dict[str, set[str]], dict[str
 
 
 def run(name: str, target: str, profile: Path, select: tuple[str, ...] | list[str], workdir: Path, *,
-        era: str = "both", timeout: float = 240.0, level: str = "contract") -> Judgement:
+        era: str = "both", timeout: float = 240.0, level: str = "contract", options: tuple[str, ...] = ()) -> Judgement:
     """One conformance run as a subprocess, judged from its report.jsonl."""
     report_dir = workdir / "report"
     started = time.monotonic()
     # A session of its own, so that a run that overstays is ended with the servers it started, and nothing else.
     process = subprocess.Popen(
-        command(target, profile, select, report_dir, era=era, level=level),
+        command(target, profile, select, report_dir, era=era, level=level, options=options),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -2070,6 +2074,15 @@ def _serve_http(server: FaultyServer, address: str) -> None:
         )).run()
     finally:
         server.close()
+
+
+def run_without_exploration(item: Variant, template: Path, workdir: Path, *, timeout: float = 240.0) -> Judgement:
+    """The variant under every fixed check (no --select) with exploration turned off: what it slips past."""
+    config = fresh_copy(template, workdir)
+    if item.configure is not None:
+        item.configure(config)
+    return run(item.name, variant_target(item.name, config / "server.toml"), config / "conformance-profile.toml",
+               (), workdir, era=item.era, timeout=timeout, level="profile", options=("--explore", "0"))
 
 
 def run_control(selections: list[str], template: Path, workdir: Path, *, timeout: float = 240.0) -> Judgement:
