@@ -34,6 +34,7 @@ from engram_mcp.conformance._certificate import (
 from engram_mcp.conformance._certificate_sign import sign_command
 from engram_mcp.conformance._checks import Status
 from engram_mcp.conformance._cli_certificate import keygen, verify_certificate
+from engram_mcp.conformance._cli_explore import diff_command, replay_command
 from engram_mcp.conformance._findings import blamed
 from engram_mcp.conformance._report import REPORT_FILES
 from engram_mcp.conformance._run import EXIT_UNREACHABLE, EXIT_USAGE, Run, harness_version
@@ -50,6 +51,8 @@ EPILOG = """exit codes:
   5  incomplete: a scored MUST was left SKIP, BLOCKED or not run (every --select run is at best incomplete)
 
 subcommands: 'conformance list', 'conformance explain ID', 'conformance keygen FILE',
+'conformance replay FILE --target T' (exit 1: the counterexample still fails, 0: it no longer does),
+'conformance diff --target A --target B' (exit 1: the first step where their answers diverge),
 'conformance verify-certificate FILE --key PUBLIC [--report report.jsonl]',
 'conformance sign REPORT_DIR --key KEY' (sign after the run, so the target never runs beside the key)."""
 SUITE = Path(__file__).resolve().parent / "suite"
@@ -80,6 +83,8 @@ def _run_parser() -> argparse.ArgumentParser:
                         help="write every explored call and its judgement to this JSON lines file")
     parser.add_argument("--replica", action="append", default=[], metavar="URL",
                         help="another HTTP endpoint of the same service: concurrent clients are spread over them")
+    parser.add_argument("--replay", type=Path, help=argparse.SUPPRESS)  # conformance replay FILE sets it
+    parser.add_argument("--explore-shrink", type=int, help=argparse.SUPPRESS)  # conformance diff: 0
     parser.add_argument("-v", "--verbose", action="store_true", help="one line per check")
     parser.add_argument("--format", choices=["text", "json"], default="text",
                         help="json: print only the summary as one JSON object on stdout (the console goes to stderr)")
@@ -164,6 +169,10 @@ def _pytest_options(args: argparse.Namespace, target: str, profile: Path | None)
         options += ["--explore-trace", str(args.explore_trace)]
     for replica in args.replica:
         options += ["--replica", replica]
+    if args.replay is not None:
+        options += ["--replay", str(args.replay)]
+    if args.explore_shrink is not None:
+        options += ["--explore-shrink", str(args.explore_shrink)]
     if args.expected_failures:
         options += ["--expected-failures", str(args.expected_failures)]
     if args.report_dir:
@@ -281,6 +290,8 @@ SUBCOMMANDS = {
     "keygen": keygen,
     "verify-certificate": verify_certificate,
     "sign": sign_command,
+    "replay": replay_command,
+    "diff": diff_command,
 }
 
 

@@ -27,6 +27,7 @@ BROKEN_REQUIREMENTS = "broken_requirements"  # evidence: the requirements the co
 # beside them: the model names the rule an answer broke in general terms, the check knows what its probe was for.
 MODEL_BLAME_ALONE = "model_blame_alone"
 BROKEN_TOOLS = "broken_tools"  # evidence: the tools those failing cases called (optional)
+COUNTEREXAMPLE_FILE = "counterexample"  # evidence: the counterexample a failed exploration wrote (conformance replay)
 FAILING = (Status.FAIL, Status.WARN, Status.XFAIL)  # a check that reports something the target did wrong
 UNDERLYING = (Status.FAIL, Status.WARN)  # what a PIN result's own assertions may have concluded
 # The CLI serves the bundled reference from a scratch directory of this name; a report then says `--target reference`.
@@ -148,12 +149,16 @@ def _target_argument(run: Run) -> tuple[str, bool]:
 
 
 def reproduction(run: Run, result: Result) -> str:
-    """One command that runs this check again against the same target, with what decides its cases."""
+    """One command that runs this check again against the same target, with what decides its cases; for a failed
+    exploration, the replay of the counterexample it wrote."""
     target, generated_profile = _target_argument(run)
     command = ["conformance", "--target", target]
     profile_path = getattr(run.profile, "path", None)
     if profile_path is not None and not generated_profile:
         command += ["--profile", str(profile_path)]
+    counterexample = result.evidence.get(COUNTEREXAMPLE_FILE)
+    if isinstance(counterexample, str):
+        return shlex.join(["conformance", "replay", counterexample, *command[1:]])
     command += ["--select", result.check_id]
     if result.era:
         command += ["--era", result.era]

@@ -147,6 +147,7 @@ def pytest_configure(config: pytest.Config) -> None:
     trace, replay = config.getoption("--explore-trace"), config.getoption("--replay")
     run.explore_trace = Path(trace) if trace else None
     run.replay = Path(replay) if replay else None
+    run.explore_shrink = max(0, config.getoption("--explore-shrink"))
     try:
         run.replicas = tuple(parse_target(url, headers=profile.http_headers) for url in config.getoption("--replica"))
     except ValueError as problem:
@@ -178,6 +179,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     run = run_of(config)
     if run is None:
         return
+    if run.replay is None:  # the replay of a counterexample runs only when one is given: no part of a certification
+        items[:] = [item for item in items if (_check_marker(item) or ("",))[0] != REPLAY_CHECK]
     wanted = config.getoption("--select")
     if wanted:
         keep: list[pytest.Item] = []
@@ -188,6 +191,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             (keep if any(n.startswith(w) for n in names for w in wanted) else drop).append(item)
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+REPLAY_CHECK = "explore.replay"
 
 
 def pytest_deselected(items: Sequence[pytest.Item]) -> None:

@@ -162,6 +162,7 @@ class Run:
     explore_trace: Path | None = None  # where every explored call is written, when asked
     replicas: tuple[Target, ...] = ()  # other endpoints of the same service, for concurrent clients
     replay: Path | None = None  # a counterexample file to re-run (conformance replay)
+    explore_shrink: int = 60  # executions a failed exploration may spend shrinking its counterexample
     selected: bool = False  # a --select run: a partial report, never a certificate
     select: tuple[str, ...] = ()  # the --select prefixes
     started_at: datetime = field(default_factory=utc_now)

@@ -69,6 +69,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="another endpoint of the same service (an HTTP replica): concurrent clients are spread "
                          "over the target and its replicas")
     group.addoption("--replay", help="re-run the counterexample in this file (conformance replay)")
+    group.addoption("--explore-shrink", type=int, default=60, metavar="N",
+                    help="executions a failed exploration may spend shrinking its counterexample (0: none)")
 
 
 @pytest.hookimpl(tryfirst=True)
