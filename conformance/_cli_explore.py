@@ -137,7 +137,8 @@ def _explore(target: str, profile: Path | None, args: argparse.Namespace, workdi
     trace = workdir / "trace.jsonl"
     line = [sys.executable, "-m", "engram_mcp.conformance._cli", "--target", target, "--select", EXPLORE_CHECK,
             "--era", args.era, "--seed", str(args.seed), "--explore", str(args.explore), "--explore-shrink", "0",
-            "--explore-trace", str(trace), "--report-dir", str(workdir / "report"), "--call-timeout", str(args.call_timeout)]
+            "--explore-trace", str(trace), "--report-dir", str(workdir / "report"),
+            "--call-timeout", str(args.call_timeout)]
     if profile is not None:
         line += ["--profile", str(profile)]
     return subprocess.Popen(line, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
