@@ -78,7 +78,8 @@ def _diff_parser() -> argparse.ArgumentParser:
                                      description="Drive the same generated call sequences into two targets.")
     parser.add_argument("--target", action="append", required=True, help="give it twice: A, then B")
     parser.add_argument("--profile", action="append", type=Path, default=[],
-                        help="the targets' host profiles: once for both, or once per target in order")
+                        help="the targets' host profiles: once for both (the bundled reference keeps its own), or "
+                             "once per target in order")
     parser.add_argument("--era", choices=["legacy", "modern", "both"], default="both")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--explore", type=int, default=EXPLORE_DEFAULT, metavar="N", help="calls per era")
@@ -149,10 +150,11 @@ def diff_command(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if len(args.target) != 2:
         parser.error("give --target exactly twice")
-    profiles: Sequence[Path | None] = args.profile if len(args.profile) == 2 else \
-        [args.profile[0] if args.profile else None] * 2
     if len(args.profile) > 2:
         parser.error("give --profile once (both targets) or twice (one per target)")
+    # One profile serves both targets, but the bundled reference, which brings its own.
+    profiles: Sequence[Path | None] = args.profile if len(args.profile) == 2 else \
+        [None if target == "reference" or not args.profile else args.profile[0] for target in args.target]
     with tempfile.TemporaryDirectory(prefix="engram-diff-") as scratch:
         dirs = [Path(scratch) / "a", Path(scratch) / "b"]
         for directory in dirs:

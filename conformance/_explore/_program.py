@@ -197,8 +197,11 @@ def _capture(d: _Drawing) -> None:
         elif roll < 0.8:
             d.add(replace(step, arguments=_other_content(step.arguments, len(d.steps)),
                           note=f"step {earlier}'s key with other content"))
-        else:
+        elif roll < 0.9:
             d.add(replace(step, caller=d.caller(CAPTURE), note=f"step {earlier}'s key and content, any caller"))
+        else:  # the same content under a fresh key: after a forget, the tombstone's to judge
+            d.add(replace(step, arguments={**step.arguments, "idempotency_key": d.key()},
+                          note=f"step {earlier}'s content under a fresh key"))
         return
     caller = d.caller(CAPTURE)
     d.add(Step(CAPTURE, capture_arguments(d.purpose, d.key(), d.word(), len(d.steps)), caller, "fresh capture"))

@@ -141,9 +141,10 @@ def _replay(call: Call, use: KeyUse, fresh: Expectation) -> Expectation:
         if call.tool == ADMIT:  # the admission replay may say duplicate_exact; what that means is unverified
             alternatives += (Alternative("replay:duplicate_exact", "success", cites=cited("EMC-IDEM-006"),
                                          check=_admission_duplicate(first), shape=_outcome_status("duplicate_exact")),)
+    # A capture's replay is EMC-IDEM-005's (duplicate_exact); the other mutations' are EMC-IDEM-006's (replayed).
+    own = "EMC-IDEM-005" if call.tool == CAPTURE else "EMC-IDEM-006"
     return Expectation("key.replay", f"{fresh.describe}, repeating the key and arguments of an earlier "
-                       f"{_short(use.tool)} that succeeded", alternatives, cited("EMC-IDEM-005", "EMC-IDEM-006",
-                                                                                 "EMC-IDEM-011"))
+                       f"{_short(use.tool)} that succeeded", alternatives, cited(own, "EMC-IDEM-011"))
 
 
 def _conflict(call: Call, fresh: Expectation) -> Expectation:

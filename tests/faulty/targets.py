@@ -1148,6 +1148,71 @@ def cursor_serves_forgotten(server: FaultyServer) -> None:
     _wrap_operation(server, SEARCH, make)
 
 
+# -- sequence variants: defects only a combination of calls shows (caught by exploration, not by fixed checks) ----
+
+
+def _value_of(envelope: dict[str, Any]) -> dict[str, Any]:
+    value = (envelope.get("output") or {}).get("value") if envelope.get("ok") is True else None
+    return value if isinstance(value, dict) else {}
+
+
+def _code_of(envelope: dict[str, Any]) -> Any:
+    failure = envelope.get("error") if envelope.get("ok") is False else None
+    return failure.get("code") if isinstance(failure, dict) else None
+
+
+@variant("withdraw-frees-capture-key", breaks=["EMC-IDEM-005"], caught_by=["explore.sequences"], era="modern",
+         sequence_only=True)
+def withdraw_frees_capture_key(server: FaultyServer) -> None:
+    """Withdrawing a candidate releases the key it was captured under: the same capture again then makes a new
+    candidate instead of answering duplicate_exact (and other content under it, instead of DIGEST_CONFLICT)."""
+    captured: dict[str, str] = {}  # candidate_id -> the key it was captured under
+    freed: set[str] = set()
+
+    async def intercept(ctx: ServerRequestContext, params: types.CallToolRequestParams) -> Any:
+        arguments = params.arguments
+        if params.name == CAPTURE and isinstance(arguments, dict) and arguments.get("idempotency_key") in freed:
+            arguments["idempotency_key"] = f"{arguments['idempotency_key']}-{secrets.token_hex(4)}"  # runs as fresh
+        return None
+
+    def rewrite(ctx: ServerRequestContext, params: types.CallToolRequestParams,
+                envelope: dict[str, Any]) -> dict[str, Any]:
+        arguments = params.arguments or {}
+        value = _value_of(envelope)
+        if params.name == CAPTURE and isinstance(value.get("candidate_id"), str):
+            captured.setdefault(value["candidate_id"], str(arguments.get("idempotency_key")))
+        if params.name == WITHDRAW and value and arguments.get("candidate_id") in captured:
+            freed.add(captured[arguments["candidate_id"]])
+        return envelope
+
+    server.intercept = intercept
+    server.rewrites.append(rewrite)
+
+
+@variant("retry-other-reason-replays", breaks=["EMC-IDEM-007"], caught_by=["explore.sequences"], era="legacy")
+def retry_other_reason_replays(server: FaultyServer) -> None:
+    """A withdraw or forget retried under its key with another reason is answered as a replay of the first call,
+    instead of DIGEST_CONFLICT."""
+    first: dict[tuple[str, Any], tuple[Any, dict[str, Any]]] = {}
+
+    def rewrite(ctx: ServerRequestContext, params: types.CallToolRequestParams,
+                envelope: dict[str, Any]) -> dict[str, Any]:
+        if params.name not in (WITHDRAW, FORGET):
+            return envelope
+        arguments = params.arguments or {}
+        held = (params.name, arguments.get("idempotency_key"))
+        target = arguments.get("record_id") or arguments.get("candidate_id")
+        if _value_of(envelope):
+            first.setdefault(held, (target, copy.deepcopy(envelope)))
+        elif _code_of(envelope) == "DIGEST_CONFLICT" and held in first and first[held][0] == target:
+            earlier = copy.deepcopy(first[held][1])
+            earlier["output"]["value"]["replayed"] = True
+            return earlier
+        return envelope
+
+    server.rewrites.append(rewrite)
+
+
 _NETWORK_ALLOWED: ContextVar[bool] = ContextVar("network_allowed", default=False)
 
 
