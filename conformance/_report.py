@@ -268,6 +268,9 @@ def summary_lines(run: Run, *, limit: int = 40) -> list[str]:
         lines.append(f"era {era} not spoken by the target ({why}): its checks are SKIPPED")
     lines.extend(run.notes)
     lines.append("checks: " + ", ".join(f"{k} {v}" for k, v in sorted(counts(run).items())))
+    explored = _explored(run)
+    if explored:
+        lines.append(explored)
     lines.append(_count_line("MUST requirements", tally(scored), f" scored at the {level} level"))
     for rid, v in sorted(scored.items()):
         if v["outcome"] == FAILED:
@@ -289,6 +292,18 @@ def summary_lines(run: Run, *, limit: int = 40) -> list[str]:
             lines.append("  profile pins failed: " + ", ".join(failed_pins))
     lines.append(verdict_line(run, code))
     return lines
+
+
+def _explored(run: Run) -> str | None:
+    """One line on what exploration did per era: calls, programs, time, and how many situations it reached."""
+    parts = []
+    for result in run.results:
+        explored = result.evidence.get("explored") if result.check_id == "explore.sequences" else None
+        if isinstance(explored, dict):
+            reached = len(result.evidence.get("coverage") or {})
+            parts.append(f"{result.era} {explored.get('calls')} calls in {explored.get('programs')} programs "
+                         f"({explored.get('seconds')} s, {reached} tool/situation/outcome triples)")
+    return "explored: " + "; ".join(parts) if parts else None
 
 
 def _profile_label(run: Run) -> str:
