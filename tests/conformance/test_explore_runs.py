@@ -67,8 +67,8 @@ def _faulty(name: str, config: Path) -> str:
     return "stdio:" + shlex.join([sys.executable, str(FAULTY), name, "--config", str(config / "server.toml")])
 
 
-def test_the_readme_exploration_commands_run_as_written(tmp_path: Path, init: Path) -> None:
-    explore, replay, diff = _readme_block()
+def test_the_readme_exploration_command_runs_as_written(tmp_path: Path) -> None:
+    explore = _readme_block()[0]
     done = _conformance(explore, tmp_path)
     assert done.returncode == 5, done.stdout[-2000:]  # a --select run: incomplete at best
     results = _results(tmp_path / "explore-report", "explore.sequences")
@@ -76,16 +76,30 @@ def test_the_readme_exploration_commands_run_as_written(tmp_path: Path, init: Pa
     for result in results.values():
         assert result["evidence"]["explored"]["calls"] == 300
         assert any("key.replay -> ok" in key for key in result["evidence"]["coverage"])
-    # A defect the exploration finds: its counterexample replays against the faulty server, not the reference.
-    faulty = _copy(init, tmp_path / "faulty")
-    found = subprocess.run([str(BIN / "conformance"), "--target", _faulty("retry-other-reason-replays", faulty),
-                            "--profile", str(faulty / "conformance-profile.toml"), "--select", "explore.sequences",
-                            "--era", "legacy", "--report-dir", str(tmp_path / "found")],
-                           capture_output=True, text=True, timeout=600)
-    assert found.returncode == 1, found.stdout[-2000:]
-    (counterexample,) = (tmp_path / "found" / "counterexamples").glob("explore-legacy-*.jsonl")
-    failed = _results(tmp_path / "found", "explore.sequences")["legacy"]
+    assert re.search(r"^explored: legacy 300 calls in \d+ programs", done.stdout, re.M), done.stdout[-2000:]
+
+
+@pytest.fixture(scope="module")
+def found(tmp_path_factory: pytest.TempPathFactory, init: Path) -> tuple[Path, Path]:
+    """A defect the exploration finds, and the counterexample it wrote: (the faulty server's config, the file)."""
+    where = tmp_path_factory.mktemp("found")
+    faulty = _copy(init, where / "faulty")
+    done = subprocess.run([str(BIN / "conformance"), "--target", _faulty("retry-other-reason-replays", faulty),
+                           "--profile", str(faulty / "conformance-profile.toml"), "--select", "explore.sequences",
+                           "--era", "legacy", "--report-dir", str(where / "report")],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stdout[-2000:]
+    failed = _results(where / "report", "explore.sequences")["legacy"]
     assert "EMC-IDEM-007" in failed["blamed"], failed
+    (counterexample,) = (where / "report" / "counterexamples").glob("explore-legacy-*.jsonl")
+    return faulty, counterexample
+
+
+@pytest.mark.timeout(600)
+def test_the_readme_replay_command_tells_a_defect_still_there_from_one_gone(tmp_path: Path,
+                                                                          found: tuple[Path, Path]) -> None:
+    faulty, counterexample = found
+    replay = _readme_block()[1]
     placeholder = next(w for w in shlex.split(replay) if w.endswith(".jsonl"))
     target = next(w for w in shlex.split(replay) if w.startswith("stdio:"))
     again = _conformance(replay + f" --profile {faulty / 'conformance-profile.toml'}", tmp_path,
@@ -93,7 +107,13 @@ def test_the_readme_exploration_commands_run_as_written(tmp_path: Path, init: Pa
     assert again.returncode == 1 and "REPLAY: it still fails" in again.stdout, again.stdout[-2000:]
     fixed = _conformance(replay, tmp_path, **{placeholder: str(counterexample), target: "reference"})
     assert fixed.returncode == 0 and "REPLAY: no longer fails" in fixed.stdout, fixed.stdout[-2000:]
-    # diff: the reference against the faulty server, then against itself.
+
+
+@pytest.mark.timeout(600)
+def test_the_readme_diff_command_finds_the_divergence_and_none_between_equals(tmp_path: Path, init: Path,
+                                                                             found: tuple[Path, Path]) -> None:
+    faulty, _ = found
+    diff = _readme_block()[2]
     words = shlex.split(diff)
     mine = next(w for w in words if w.startswith("stdio:"))
     profile = words[words.index("--profile") + 1]
