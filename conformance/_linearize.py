@@ -63,6 +63,7 @@ class Violation:
     broken: tuple[str, ...]  # requirement ids the model says are broken at the furthest point reached
     message: str
     steps: int
+    refused: Operation | None = None  # the operation whose answer the model refused there
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ def check(model: Model, history: Sequence[Operation], *, initial: State | None =
     if not isinstance(found, _Failed):
         return found
     kept, failed = _minimise(model, tuple(history), initial or State(), budget, found)
-    return Violation(kept, failed.broken, _message(kept, failed), found.steps)
+    return Violation(kept, failed.broken, _message(kept, failed), found.steps, failed.operation)
 
 
 # -- the search ---------------------------------------------------------------------------------------------------
@@ -98,10 +99,6 @@ class _Failed:
     steps: int
 
 
-class _Budget(Exception):
-    pass
-
-
 def _search(model: Model, ops: tuple[Operation, ...], initial: State, budget: int) -> Verdict | _Failed:
     steps = 0
     seen: set[tuple[int, Any]] = set()
@@ -114,7 +111,8 @@ def _search(model: Model, ops: tuple[Operation, ...], initial: State, budget: in
         horizon = min(ops[i].ends for i in pending)  # what returned first must come before what began after it
         return [i for i in pending if ops[i].invoked <= horizon]
 
-    def visit(done: int, state: State) -> bool:
+    def visit(done: int, state: State) -> bool | None:
+        """True: the rest can be placed; False: it cannot; None: the budget ran out first."""
         nonlocal steps
         if done == everything:
             return True
@@ -125,7 +123,7 @@ def _search(model: Model, ops: tuple[Operation, ...], initial: State, budget: in
         depth = len(order)
         for i in placeable(done):
             if steps >= budget:
-                raise _Budget
+                return None
             steps += 1
             judgement, after = model.judge(state, ops[i].call, ops[i].seen)
             if not judgement.allowed:
@@ -135,16 +133,17 @@ def _search(model: Model, ops: tuple[Operation, ...], initial: State, budget: in
                     furthest.append((depth, ops[i], judgement))
                 continue
             order.append(i)
-            if visit(done | 1 << i, after):
-                return True
+            placed = visit(done | 1 << i, after)
+            if placed is not False:
+                return placed
             order.pop()
         return False
 
-    try:
-        if visit(0, initial):
-            return Linearizable(tuple(order), steps)
-    except _Budget:
+    placed = visit(0, initial)
+    if placed is None:
         return Undecided(f"no order of {len(ops)} operations found within {budget} model steps", steps)
+    if placed:
+        return Linearizable(tuple(order), steps)
     if not furthest:  # every order was cut short by one the memo had already refused
         return _Failed(0, None, None, (), steps)
     broken = tuple(dict.fromkeys(r for _, _, j in furthest for r in j.broken))
