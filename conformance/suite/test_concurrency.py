@@ -33,6 +33,7 @@ from engram_mcp.conformance._profile import ScopeProfile
 from engram_mcp.conformance._run import Run
 from engram_mcp.conformance._tracker import HistoryRecorder
 from engram_mcp.conformance._world import World, capture_arguments, fresh_key, unique
+from engram_mcp.contract import load
 
 CAPTURE, ADMIT, FORGET = "engram_memory_capture", "engram_memory_request_admission", "engram_memory_forget"
 ALL_TOOLS = frozenset({"engram_memory_search", "engram_memory_get", CAPTURE, ADMIT, "engram_memory_withdraw",
@@ -168,6 +169,15 @@ class Races:
         return verdict
 
 
+def blamed(violation: Violation) -> list[str]:
+    """The requirements the model names at the refused answer, narrowed to those of the refused call's tool (a
+    replay situation cites the capture and the mutation replay rules alike)."""
+    tool = violation.refused.call.tool if violation.refused is not None else None
+    tools = {r["id"]: set(r.get("tools") or ["*"]) for r in load().requirements["requirements"]}
+    named = [r for r in violation.broken if tool is None or tools.get(r, {"*"}) & {"*", tool}]
+    return named or list(violation.broken)
+
+
 @check("explore.concurrent", "EMC-IDEM-005", "EMC-IDEM-006", "EMC-FGT-002", "EMC-LIFE-002")
 def test_concurrent_clients_see_one_linearizable_store(world: World, harness: Run, era: str) -> None:
     """Races between three sessions (over the target and its --replica endpoints): the same capture, the same
@@ -194,7 +204,7 @@ def test_concurrent_clients_see_one_linearizable_store(world: World, harness: Ru
                            ("reads-after-admission", races.reads_after_admission)):
             violation = races.judge(name, race)
             if violation is not None:
-                world.evidence.add(BROKEN_REQUIREMENTS, list(violation.broken))
+                world.evidence.add(BROKEN_REQUIREMENTS, blamed(violation))
                 world.evidence.add(MODEL_BLAME_ALONE, True)
                 world.evidence.add("races", races.verdicts)
                 world.evidence.add("history", [op.describe(violation.operations[0].invoked)
