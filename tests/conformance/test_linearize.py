@@ -3,10 +3,17 @@ histories: what several clients could see of a correct store, and what only a fa
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
 from typing import Any
 
+from engram_mcp.conformance._host import host_from_profile
 from engram_mcp.conformance._linearize import Linearizable, Operation, Undecided, Violation, check
+from engram_mcp.conformance._profile import load_profile
+from engram_mcp.conformance._tracker import HistoryRecorder, RecordingHost, Sent, Tracker
+from engram_mcp.conformance._world import capture_arguments
 from engram_mcp.contract.model import Call, Observation
+from engram_mcp.reference._init import write_configuration
 from tests.test_model import MODEL, NOW, A, candidate_of, capture_args, ok, record_of, refused, tombstone_receipt
 
 KEY, OTHER = "race-key-000000000001", "race-key-000000000002"
@@ -134,3 +141,34 @@ def test_a_search_beyond_its_step_budget_is_undecided() -> None:
     verdict = check(MODEL, reads, budget=5)
     assert isinstance(verdict, Undecided), verdict
     assert isinstance(check(MODEL, reads), Linearizable)
+
+
+# -- the run's side: sessions that record instead of judging ----------------------------------------------------
+
+
+def test_a_recorded_session_keeps_its_calls_out_of_the_shared_state(tmp_path: Path) -> None:
+    write_configuration(tmp_path, seed="linearize")
+    profile = load_profile(tmp_path / "conformance-profile.toml")
+    tracker = Tracker(profile)
+    host = RecordingHost(host_from_profile(profile)[0], tracker, profile.purpose_ref)
+    scope = profile.primary
+    assert scope is not None
+    principal = scope.principal_with(set())
+    assert principal is not None
+    arguments = capture_arguments(profile.purpose_ref, key=KEY)
+
+    def sent(ident: str) -> Sent:
+        value = {"status": "committed_pending", "candidate_id": ident}
+        return Sent("legacy", "engram_memory_capture", arguments, host.meta(scope, principal), "accept", None, None,
+                    None, "result", {"structuredContent": {"ok": True, "output": {"value": value}}}, None, False,
+                    time.time())
+
+    recorder = HistoryRecorder(tracker)
+    recorder.record("c2", sent(SECOND), 1.5, 2.5)
+    recorder.record("c1", sent(CANDIDATE), 1.0, 2.0)
+    history = recorder.take()
+    assert [op.client for op in history] == ["c1", "c2"]  # by invocation
+    assert not tracker.state.candidates and not tracker.state.keys and not tracker.violations
+    assert recorder.take() == []
+    verdict = check(tracker.model, history)
+    assert isinstance(verdict, Violation) and "EMC-IDEM-005" in verdict.broken
