@@ -29,7 +29,7 @@ from mcp.shared.message import SessionMessage
 from pydantic import TypeAdapter
 
 from engram_mcp.conformance._host import Answer, Confirmer
-from engram_mcp.conformance._tracker import Intent, Sent, Tracker, with_intent
+from engram_mcp.conformance._tracker import HistoryRecorder, Intent, Sent, Tracker, with_intent
 
 Era = Literal["legacy", "modern"]
 ERAS: tuple[Era, ...] = ("legacy", "modern")
@@ -188,6 +188,9 @@ class Connection:
     ) -> None:
         self.target, self.era, self.confirmer = target, era, confirmer
         self.tracker = tracker  # the contract model judging every tools/call of the run
+        # Set while the session races others: its calls go to a history, not to the run's sequential judgement.
+        self.recorder: HistoryRecorder | None = None
+        self.client = "session"  # the session's name in a recorded history
         self.elicitation, self.timeout = elicitation, timeout
         self.answer: Answer = "accept"
         self.silence_seconds = 0.0
@@ -423,7 +426,7 @@ class Connection:
         ``as_host=False`` sends ``meta`` untouched, even to a target that confirms by host reference only.
         ``intent`` tells the run's contract model what the host meant by the call (see _tracker)."""
         self.answer = answer
-        asked_before, started = self.elicitations, time.time()
+        asked_before, started, invoked = self.elicitations, time.time(), time.monotonic()
         if as_host and meta is not None and self.confirm_by_reference is not None:
             meta = self.confirm_by_reference(tool, arguments, dict(meta), answer)
         # model_construct: the harness must be able to send arguments no schema would allow.
@@ -435,12 +438,17 @@ class Connection:
             meta=dict(meta) if meta is not None else None,
         )
         reply = self._send(types.CallToolRequest.model_construct(method="tools/call", params=params), timeout)
+        returned = time.monotonic() if reply.kind not in ("timeout", "cancelled") else None
         if self.tracker is not None:
             asked = (self.elicitations > asked_before or reply.kind == "input_required"
                      or (self.era == "modern" and input_responses is not None))
             sent = Sent(self.era, tool, arguments, meta, answer, input_responses, request_state,
                         self.confirmer.input_responses("accept"), reply.kind, reply.result, reply.error, asked,
                         started, intent, self.elicitation)
-            reply = with_intent(reply, self.tracker.observe(sent))
+            recorder = self.recorder
+            if recorder is not None:
+                recorder.record(self.client, sent, invoked, returned)
+            else:
+                reply = with_intent(reply, self.tracker.observe(sent))
         self.calls.append((tool, reply))
         return reply

@@ -249,6 +249,22 @@ class Run:
                 raise RuntimeError("the run is over: no session opens now")
             return self.open_extra(era, elicitation=True)
 
+    def concurrent_session(self, era: str, target: Target | None = None) -> Connection:
+        """A new session for one concurrent client, with the target or a replica of it; it answers elicitations.
+        Opened outside the lock, so that several open side by side; one opened as the run closes is closed too."""
+        with self._extra_lock:
+            if self._closed:
+                raise RuntimeError("the run is over: no session opens now")
+        conn = Connection(target or self.target, as_era(era), self.confirmer, elicitation=True, timeout=self.timeout,
+                          tracker=self.tracker)
+        conn.open()
+        with self._extra_lock:
+            if not self._closed:
+                self.extra.append(conn)
+                return conn
+        conn.close()
+        raise RuntimeError("the run is over: no session opens now")
+
     def session_without_elicitation(self, era: str) -> Connection:
         """The one extra session per era that declares no elicitation capability (opened once)."""
         with self._extra_lock:

@@ -9,6 +9,11 @@ session of every era speaks to the same store. A check asserts on the judgements
 
 A call whose binding the harness did not mint (a forged one) or whose confirmation it cannot vouch for is
 judged with what the host knows, or not at all; it never makes the model guess.
+
+Calls that run side by side on purpose (explore.concurrent) are not judged in arrival order: the one shared
+state would blame a correct server for an order it never chose. A session with a ``HistoryRecorder`` hands its
+calls there instead, with their times, for a linearizability check (``_linearize``); the shared state never
+sees them, so the entities such calls touch are their own.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from engram_mcp.conformance._linearize import Operation
 from engram_mcp.conformance._profile import Profile, ScopeProfile
 from engram_mcp.contract import load
 from engram_mcp.contract.binding import CONFIRMATION_REF_META_KEY
@@ -180,14 +186,21 @@ class Tracker:
 
     # -- judging ----------------------------------------------------------------------------------------------------
 
-    def observe(self, sent: Sent) -> Judgement | None:
-        """Judge one call and advance the run's state; None for a call the host cannot describe."""
+    def described(self, sent: Sent) -> tuple[Call, Observation] | None:
+        """The call as the model sees it and the answer it got; None for a call the host cannot describe."""
         bound = self.bound(sent.meta)
         if bound is None or not isinstance(sent.arguments, dict):
             return None
-        call = self._call(sent, bound)
         seen = (Observation("none", asked=sent.asked) if sent.kind in ("timeout", "cancelled")
                 else observed(sent.result, sent.error, question=sent.kind == "input_required", asked=sent.asked))
+        return self._call(sent, bound), seen
+
+    def observe(self, sent: Sent) -> Judgement | None:
+        """Judge one call and advance the run's state; None for a call the host cannot describe."""
+        described = self.described(sent)
+        if described is None:
+            return None
+        call, seen = described
         with self._lock:
             judgement, self.state = judged(self.model, self.state, call, seen)
             self.judged[judgement.expectation.situation] += 1
@@ -231,6 +244,31 @@ class Tracker:
         if dict(sent.input_responses) != dict(sent.approving or {}):
             return "declined", False
         return "unknown", False  # an approving answer, with a state the host cannot vouch for
+
+
+class HistoryRecorder:
+    """The calls of sessions that run side by side, kept as a history (``_linearize``) instead of judged one by
+    one on the run's shared state; thread-safe."""
+
+    def __init__(self, tracker: Tracker) -> None:
+        self.tracker = tracker
+        self._operations: list[Operation] = []
+        self._lock = threading.Lock()
+
+    def record(self, client: str, sent: Sent, invoked: float, returned: float | None) -> None:
+        """One call, invoked and returned at these monotonic times (returned None: no answer came)."""
+        described = self.tracker.described(sent)
+        if described is None:
+            return
+        call, seen = described
+        with self._lock:
+            self._operations.append(Operation(client, call, seen, invoked, returned))
+
+    def take(self) -> list[Operation]:
+        """What was recorded since the last take, in order of invocation."""
+        with self._lock:
+            taken, self._operations = self._operations, []
+        return sorted(taken, key=lambda op: op.invoked)
 
 
 def _purpose(tool: str, arguments: Mapping[str, Any]) -> Any:

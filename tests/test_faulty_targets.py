@@ -113,6 +113,29 @@ def test_the_harness_catches_the_variant(runs: dict[str, Any], name: str) -> Non
     assert verdict == "KILLED", f"{name} ({item.summary}): {verdict}{gap}\n{describe(result)}"
 
 
+SEQUENCE_ONLY = [name for name, item in targets.VARIANTS.items() if item.sequence_only]
+
+
+@pytest.fixture(scope="module")
+def unexplored(template: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Every sequence-only variant under every fixed check, exploration turned off (--explore 0), run once each.
+    One at a time: full runs side by side on a small machine can time out calls, which would read as a catch."""
+    return {name: targets.run_without_exploration(targets.VARIANTS[name], template,
+                                                  tmp_path_factory.mktemp(f"unexplored-{name}"),
+                                                  timeout=RUN_TIMEOUT * 2)
+            for name in SEQUENCE_ONLY}
+
+
+@pytest.mark.parametrize("name", SEQUENCE_ONLY)
+def test_a_sequence_defect_slips_past_every_fixed_check(unexplored: dict[str, Any], name: str) -> None:
+    """What exploration adds: a defect only a call sequence (or a race) shows passes a full run without it."""
+    item, result = targets.VARIANTS[name], unexplored[name]
+    assert not result.problem, f"{name}: {result.problem}\n{describe(result)}"
+    assert not result.failing_checks and not result.errors, f"{name} ({item.summary}) is caught by fixed checks: " \
+        f"{result.failing_checks or result.errors}\n{describe(result)}"
+    assert result.exit_code in (0, 5), f"{name}: exit {result.exit_code}\n{describe(result)}"
+
+
 def test_the_plain_reference_raises_no_false_alarm(runs: dict[str, Any]) -> None:
     control = runs["control"]
     assert not control.problem, f"{control.problem}\n{describe(control)}"

@@ -2212,5 +2212,64 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+# -- concurrency variants -----------------------------------------------------------------------------------------
+# Defects only calls from several sessions at once show: each stdio session is a server process of its own, all of
+# them on one SQLite store. Exploration (explore.concurrent) races such calls; no fixed check does.
+
+KEY_PAUSE = 0.1  # seconds between looking a capture's key up and reserving it
+
+
+@variant("key-reserved-after-a-pause", breaks=["EMC-IDEM-005"], caught_by=["explore.concurrent"], era="modern",
+         sequence_only=True)
+def key_reserved_after_a_pause(server: FaultyServer) -> None:
+    """A capture's key is looked up, then reserved only after a pause: concurrent first uses both take effect."""
+    engine = server.engine
+    reserved = engine.lifecycle.replay_of
+
+    def make(capture: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+        def late(caller: Any, args: dict[str, Any], now: Any) -> dict[str, Any]:
+            with engine.store.snapshot() as reader:
+                free = reserved(reader, CAPTURE, caller, args) is None
+            if not free:  # a plain replay: the key was reserved before this call looked
+                return capture(caller, args, now)
+            time.sleep(KEY_PAUSE)
+            value = capture(caller, args, now)
+            if value.get("status") == "duplicate_exact":  # another first use won the pause: this one trusts its look
+                own = f"{args['idempotency_key']}#{secrets.token_hex(4)}"  # a fresh key, so a fresh candidate
+                value = capture(caller, {**args, "idempotency_key": own}, now)
+            return value
+
+        return late
+
+    _wrap_operation(server, CAPTURE, make)
+
+
+@variant("read-cache-per-process", breaks=["EMC-FGT-002"], caught_by=["explore.concurrent"], era="legacy",
+         sequence_only=True)
+def read_cache_per_process(server: FaultyServer) -> None:
+    """get serves from a per-process read cache; a forget clears it in its own process only, not in the others."""
+    cache: dict[tuple[str, str, str], dict[str, dict[str, Any]]] = {}  # record -> the get's arguments -> value
+
+    def make_get(get: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+        def cached(caller: Any, args: dict[str, Any], now: Any) -> dict[str, Any]:
+            held = cache.setdefault((caller.tenant, caller.workspace, args["record_id"]), {})
+            asked = json.dumps([caller.principal, args], sort_keys=True)
+            if asked not in held:
+                held[asked] = get(caller, args, now)
+            return held[asked]
+
+        return cached
+
+    def make_forget(forget: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+        def invalidating(caller: Any, args: dict[str, Any], now: Any) -> dict[str, Any]:
+            cache.pop((caller.tenant, caller.workspace, args["record_id"]), None)
+            return forget(caller, args, now)
+
+        return invalidating
+
+    _wrap_operation(server, GET, make_get)
+    _wrap_operation(server, FORGET, make_forget)
+
+
 if __name__ == "__main__":
     raise SystemExit(main())
