@@ -25,6 +25,7 @@ from engram_mcp.conformance._checks import SOURCES_SCORED, Blocked, NotApplicabl
 from engram_mcp.conformance._connect import ERAS, Connection, parse_target
 from engram_mcp.conformance._findings import leveled
 from engram_mcp.conformance._host import ReferenceConfirmation, host_from_profile, references_from_profile
+from engram_mcp.conformance._ids import requirement_ids, unknown_baseline_errors, unknown_prefix_errors
 from engram_mcp.conformance._preflight import preflight
 from engram_mcp.conformance._profile import Profile, ProfileError, load_profile
 from engram_mcp.conformance._report import exit_code, summary_lines, write_reports
@@ -178,6 +179,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     run = run_of(config)
     if run is None:
         return
+    _refuse_unknown_ids(run, config.getoption("--select"), {m[0] for m in map(_check_marker, items) if m})
     wanted = config.getoption("--select")
     if wanted:
         keep: list[pytest.Item] = []
@@ -188,6 +190,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             (keep if any(n.startswith(w) for n in names for w in wanted) else drop).append(item)
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+def _refuse_unknown_ids(run: Run, wanted: Sequence[str], checks: set[str]) -> None:
+    """A typed id that names nothing is a usage error before the target is reached, not a silent partial run."""
+    problems = [*unknown_prefix_errors(wanted, checks | requirement_ids()),
+                *unknown_baseline_errors(run.baseline, checks, ERAS)]
+    if problems:
+        raise pytest.UsageError("\n".join(problems))
 
 
 def pytest_deselected(items: Sequence[pytest.Item]) -> None:
@@ -375,6 +385,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if run is None:
         return
     run.close()
+    if exitstatus == pytest.ExitCode.USAGE_ERROR:  # refused before any check ran: there is nothing to judge
+        return
     run.finished_at = utc_now()
     run.exit_code = exit_code(run)
     if run.report_dir is not None:
@@ -384,7 +396,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     run = run_of(config)
-    if run is None:
+    if run is None or run.exit_code is None:
         return
     for line in summary_lines(run):
         terminalreporter.write_line(line)
