@@ -12,6 +12,7 @@ session ends. The judged exit code is ``Run.exit_code``, returned by
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import os
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
@@ -333,6 +334,12 @@ def case_id(item: pytest.Item, era: str | None) -> str | None:
     return "-".join(parts) or None
 
 
+def _asks(item: pytest.Item) -> str:
+    """What the check asks of the target, from its docstring's first line: the verdict of a message-less assert."""
+    function = getattr(item, "function", None)
+    return (inspect.getdoc(function) or "").split("\n")[0] if function is not None else ""
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[
         None, pytest.TestReport, pytest.TestReport]:
@@ -352,7 +359,7 @@ def _conclude(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.Tes
     check_id, requirements = marked
     era = item.callspec.params.get("era") if hasattr(item, "callspec") else None
     case = case_id(item, era)
-    status, message = outcome_status(call.excinfo.value if call.excinfo else None, requirements)
+    status, message = outcome_status(call.excinfo.value if call.excinfo else None, requirements, _asks(item))
     pins = take_pins() if call.when == "call" else {}
     evidence = item.funcargs.get("evidence") if hasattr(item, "funcargs") else None
     result = _leveled(Result(check_id, requirements, era, status, item.nodeid, report.duration, message,
