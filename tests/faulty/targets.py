@@ -2166,5 +2166,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+# -- transport variants -------------------------------------------------------------------------------------------
+
+
+@variant("banner-on-stdout", breaks=["EMC-HP-073"], caught_by=["transport.stdout-only-mcp"], era="legacy")
+def banner_on_stdout(server: FaultyServer) -> None:
+    """Two banner lines on stdout before serving, as a wrapper script that echoes its start writes them."""
+    print("Engram memory server starting", flush=True)
+    print("listening on stdio", flush=True)
+
+
 if __name__ == "__main__":
     raise SystemExit(main())
