@@ -45,7 +45,7 @@ EPILOG = """exit codes:
   0  conformant: every scored MUST of the level was exercised and passed in every era the target speaks
      (with --expected-failures: no failure beyond the baseline)
   1  a scored MUST failed
-  2  usage error
+  2  usage error (among them an id given to --select, --expected-failures or explain that names nothing)
   3  target unreachable, profile refused, or environment error
   4  stale baseline: an expected failure now passes
   5  incomplete: a scored MUST was left SKIP, BLOCKED or not run (every --select run is at best incomplete)
@@ -249,6 +249,7 @@ def list_command() -> int:
 
 def explain(identifier: str) -> int:
     from engram_mcp.conformance._catalog import suite_checks
+    from engram_mcp.conformance._ids import did_you_mean
 
     catalog = {r["id"]: r for r in load().requirements["requirements"]}
     checks = suite_checks()
@@ -273,7 +274,8 @@ def explain(identifier: str) -> int:
         for rid in checks[identifier]:
             print(f"  covers {rid} ({catalog[rid]['level']}): {catalog[rid]['summary']}")
         return 0
-    print(f"conformance: no requirement or check is called {identifier!r}", file=sys.stderr)
+    suggestion = did_you_mean(identifier, [*catalog, *checks])
+    print(f"conformance: no requirement or check is called {identifier!r}{suggestion}", file=sys.stderr)
     return EXIT_USAGE
 
 

@@ -178,6 +178,14 @@ class Reply:
         envelope = self.envelope
         return envelope.get("error", {}).get("code") if isinstance(envelope, dict) else None
 
+    def said(self) -> str:
+        """What the target answered, as words a verdict can quote: "a result", "the JSON-RPC error -32603", ..."""
+        if self.kind == "error":
+            return f"the JSON-RPC error {(self.error or {}).get('code')}"
+        if self.kind == "result":
+            return f"a result with the error {self.code}" if self.code is not None else "a result"
+        return {"input_required": "input_required", "timeout": "nothing in time"}.get(self.kind, "a cancellation")
+
 
 class Connection:
     """One session with the target in one protocol era."""

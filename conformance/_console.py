@@ -207,7 +207,7 @@ class Console:
         for part in self.parts.values():  # families cut short (an interrupted run) still get their line
             if not part.reported and not self.live and part.done:
                 self.say(part.line())
-        if run is None:
+        if run is None or run.exit_code is None:  # refused (a usage error) or never judged: no summary to show
             return
         failing = [r for r in run.results if r.status in FAILING]
         if failing and not self.verbose:

@@ -12,6 +12,7 @@ session ends. The judged exit code is ``Run.exit_code``, returned by
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import os
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from engram_mcp.conformance._checks import SOURCES_SCORED, Blocked, NotApplicabl
 from engram_mcp.conformance._connect import ERAS, Connection, parse_target
 from engram_mcp.conformance._findings import leveled
 from engram_mcp.conformance._host import ReferenceConfirmation, host_from_profile, references_from_profile
+from engram_mcp.conformance._ids import requirement_ids, unknown_baseline_errors, unknown_prefix_errors
 from engram_mcp.conformance._preflight import preflight
 from engram_mcp.conformance._profile import Profile, ProfileError, load_profile
 from engram_mcp.conformance._report import exit_code, summary_lines, write_reports
@@ -179,6 +181,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     run = run_of(config)
     if run is None:
         return
+    _refuse_unknown_ids(run, config.getoption("--select"), {m[0] for m in map(_check_marker, items) if m})
     if run.replay is None:  # the replay of a counterexample runs only when one is given: no part of a certification
         items[:] = [item for item in items if (_check_marker(item) or ("",))[0] != REPLAY_CHECK]
     wanted = config.getoption("--select")
@@ -194,6 +197,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 REPLAY_CHECK = "explore.replay"
+
+
+def _refuse_unknown_ids(run: Run, wanted: Sequence[str], checks: set[str]) -> None:
+    """A typed id that names nothing is a usage error before the target is reached, not a silent partial run."""
+    problems = [*unknown_prefix_errors(wanted, checks | requirement_ids()),
+                *unknown_baseline_errors(run.baseline, checks, ERAS)]
+    if problems:
+        raise pytest.UsageError("\n".join(problems))
 
 
 def pytest_deselected(items: Sequence[pytest.Item]) -> None:
@@ -329,6 +340,12 @@ def case_id(item: pytest.Item, era: str | None) -> str | None:
     return "-".join(parts) or None
 
 
+def _asks(item: pytest.Item) -> str:
+    """What the check asks of the target, from its docstring's first line: the verdict of a message-less assert."""
+    function = getattr(item, "function", None)
+    return (inspect.getdoc(function) or "").split("\n")[0] if function is not None else ""
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[
         None, pytest.TestReport, pytest.TestReport]:
@@ -348,7 +365,7 @@ def _conclude(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.Tes
     check_id, requirements = marked
     era = item.callspec.params.get("era") if hasattr(item, "callspec") else None
     case = case_id(item, era)
-    status, message = outcome_status(call.excinfo.value if call.excinfo else None, requirements)
+    status, message = outcome_status(call.excinfo.value if call.excinfo else None, requirements, _asks(item))
     pins = take_pins() if call.when == "call" else {}
     evidence = item.funcargs.get("evidence") if hasattr(item, "funcargs") else None
     result = _leveled(Result(check_id, requirements, era, status, item.nodeid, report.duration, message,
@@ -381,6 +398,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if run is None:
         return
     run.close()
+    if exitstatus == pytest.ExitCode.USAGE_ERROR:  # refused before any check ran: there is nothing to judge
+        return
     run.finished_at = utc_now()
     run.exit_code = exit_code(run)
     if run.report_dir is not None:
@@ -390,7 +409,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     run = run_of(config)
-    if run is None:
+    if run is None or run.exit_code is None:
         return
     for line in summary_lines(run):
         terminalreporter.write_line(line)

@@ -35,6 +35,16 @@ def _text(message: dict[str, Any]) -> str:
     return json.dumps(message, ensure_ascii=True, separators=(",", ":"))
 
 
+def _is_jsonrpc(line: str) -> bool:
+    """Whether one stdout line is a JSON-RPC 2.0 message (or a batch of them), as MCP's stdio transport frames them."""
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return False
+    messages = message if isinstance(message, list) and message else [message]
+    return all(isinstance(m, dict) and m.get("jsonrpc") == "2.0" for m in messages)
+
+
 class RawSession:
     """One raw session with the target in one era; call() sends tools/call with any arguments."""
 
@@ -52,6 +62,9 @@ class RawSession:
         self._lock = threading.Lock()  # one exchange at a time: replies are matched by reading in order
         self.silent = False  # set once the target let a raw request go unanswered
         self.calls: list[tuple[str, Reply]] = []  # every tools/call and its reply, for run-wide checks
+        # Lines the target wrote on stdout that are no JSON-RPC message: MCP's stdio transport allows none.
+        self.noise: list[str] = []
+        self._pumping: threading.Thread | None = None
 
     # -- transport ---------------------------------------------------------------
 
@@ -63,7 +76,8 @@ class RawSession:
                 list(self.target.command), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                 text=True, encoding="utf-8", errors="replace", env=get_default_environment() | dict(self.target.env),
             )
-            threading.Thread(target=self._pump, daemon=True).start()
+            self._pumping = threading.Thread(target=self._pump, daemon=True)
+            self._pumping.start()
         else:
             self._http = httpx2.Client(headers=dict(self.target.headers), timeout=self.timeout)
         if self.era == "legacy":
@@ -73,6 +87,8 @@ class RawSession:
     def _pump(self) -> None:
         assert self._process is not None and self._process.stdout is not None
         for line in self._process.stdout:
+            if line.strip() and not _is_jsonrpc(line):
+                self.noise.append(line.rstrip("\r\n"))
             self._lines.put(line)
 
     def _headers(self) -> dict[str, str]:
@@ -132,6 +148,18 @@ class RawSession:
 
     # -- calls ----------------------------------------------------------------------
 
+    def list_tools(self, meta: dict[str, Any]) -> Reply:
+        """tools/list, as raw as call(): the transport checks look at every line that comes back."""
+        meta = {**_ENVELOPE, **meta} if self.era == "modern" else meta
+        with self._lock:
+            started = time.perf_counter()
+            message = self._request("tools/list", {"_meta": meta} if meta else {})
+            elapsed = time.perf_counter() - started
+        if message is None:
+            return Reply("timeout", elapsed=elapsed)
+        return (Reply("error", error=message["error"], elapsed=elapsed) if "error" in message
+                else Reply("result", result=message["result"], elapsed=elapsed))
+
     def call(self, tool: str, arguments: Any, meta: dict[str, Any]) -> Reply:
         if self.era == "modern":
             meta = {**_ENVELOPE, **meta}
@@ -157,5 +185,7 @@ class RawSession:
             except subprocess.TimeoutExpired:
                 self._process.kill()
                 self._process.wait(timeout=3)
+            if self._pumping is not None:
+                self._pumping.join(timeout=3)  # every line the target wrote before it exited is read
         if self._http is not None:
             self._http.close()

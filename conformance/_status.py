@@ -9,6 +9,7 @@ stale baseline is noticed.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,10 @@ HARNESS_ERROR_LIMIT = 300
 DETAIL_LINES = 60  # a failure's detail (the lines after its verdict) kept for the reports, at most
 DETAIL_CHARS = 8000
 _PYTEST_EXPLANATION = "assert "  # pytest's rewritten assert appends its own explanation, from a line like this
+# pytest's diff hints, which mean something else in this CLI (-v lists every check): never part of a verdict.
+_PYTEST_HINTS = re.compile(
+    r"Use -v to get more diff|use -vv to show|^\s*(Full diff:|Omitting \d+ identical items|At index \d+ diff:)")
+UNMET = "a condition of the check did not hold"  # when neither the assertion nor the check says which
 
 
 def read_baseline(path: str | Path | None) -> frozenset[str]:
@@ -45,8 +50,19 @@ def _skip_reason(error: BaseException) -> str:
     return str(getattr(error, "msg", None) or error)
 
 
-def outcome_status(error: BaseException | None, requirements: tuple[str, ...]) -> tuple[Status, str]:
-    """What one phase of a check concluded, before the baseline is applied."""
+def verdict(error: AssertionError, unmet: str = "") -> str:
+    """A failed assertion's one-line verdict: its own message, never pytest's introspection of it.
+
+    A bare ``assert`` (the suite has none; a test keeps it so) says only how pytest rewrote it
+    (``assert ('result' == 'result'``); the verdict is then ``unmet``, a sentence about the target."""
+    first = str(error).split("\n")[0].strip()
+    if not first or first.startswith(_PYTEST_EXPLANATION) or _PYTEST_HINTS.search(first):
+        first = f"not met: {unmet}" if unmet else UNMET
+    return first[:MESSAGE_LIMIT]
+
+
+def outcome_status(error: BaseException | None, requirements: tuple[str, ...], unmet: str = "") -> tuple[Status, str]:
+    """What one phase of a check concluded, before the baseline is applied (``unmet``: what the check asks)."""
     if error is None:
         return Status.PASS, ""
     if isinstance(error, Blocked):
@@ -54,7 +70,7 @@ def outcome_status(error: BaseException | None, requirements: tuple[str, ...]) -
     if isinstance(error, pytest.skip.Exception):  # NotApplicable is a skip too
         return Status.SKIP, _skip_reason(error)
     if isinstance(error, AssertionError):
-        return (Status.WARN if is_should_only(requirements) else Status.FAIL), str(error).split("\n")[0][:MESSAGE_LIMIT]
+        return (Status.WARN if is_should_only(requirements) else Status.FAIL), verdict(error, unmet)
     cause = next(iter(leaf_exceptions(error)), error)  # anyio and the SDK wrap causes in groups
     return Status.ERROR, f"{type(cause).__name__} in the harness: {str(cause)[:HARNESS_ERROR_LIMIT]}"
 
@@ -65,13 +81,14 @@ def failure_detail(error: BaseException | None) -> str:
     The verdict stays the message; this detail is the evidence the reports show beside it. It is bounded:
     at most DETAIL_LINES lines of at most MESSAGE_LIMIT characters and DETAIL_CHARS in all, then a line
     saying how many more there were. pytest's own explanation of a plain ``assert`` is left out."""
-    if not isinstance(error, AssertionError):
-        return ""
+    if not isinstance(error, AssertionError) or str(error).startswith(_PYTEST_EXPLANATION):
+        return ""  # a bare assert: every line is pytest's
     lines = str(error).split("\n")[1:]
     for index, line in enumerate(lines):
         if line.startswith(_PYTEST_EXPLANATION):
             lines = lines[:index]
             break
+    lines = [line for line in lines if not _PYTEST_HINTS.search(line)]
     while lines and not lines[-1].strip():
         lines.pop()
     kept: list[str] = []

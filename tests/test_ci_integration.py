@@ -101,7 +101,7 @@ def test_the_readme_workflow_example_is_a_valid_workflow_using_this_action() -> 
     for workflow in workflows:
         assert _errors(validator, workflow) == []
         steps = [s for job in workflow["jobs"].values() for s in job["steps"]]
-        ours = [s for s in steps if "engram" in s.get("uses", "")]
+        ours = [s for s in steps if "target" in s.get("with", {})]
         assert ours, "the example does not use the action"
         for step in ours:
             assert set(step.get("with", {})) <= inputs, set(step.get("with", {})) - inputs
@@ -298,7 +298,9 @@ def _resolve(value: Any, context: dict[str, str]) -> str:
     return EXPRESSION.sub(known, str(value))
 
 
-def run_action(inputs: dict[str, str], workspace: Path) -> ActionRun:
+def run_action(inputs: dict[str, str], workspace: Path, *, bin_dir: Path = BIN, install: bool = False) -> ActionRun:
+    """The action's shell steps as the runner runs them, with ``bin_dir``'s python first on PATH; the pip
+    install step only when ``install`` (elsewhere the harness under test is installed already)."""
     action = _action()
     context = {f"inputs.{name}": inputs.get(name, spec.get("default", "")) for name, spec in action["inputs"].items()}
     context["github.action_path"] = str(ROOT)
@@ -314,7 +316,7 @@ def run_action(inputs: dict[str, str], workspace: Path) -> ActionRun:
             assert step["uses"].startswith(LEFT_TO_GITHUB), step["uses"]
             run.steps.append(Step(name, ran=False))
             continue
-        if step["run"].startswith("python -m pip install"):
+        if step["run"].startswith("python -m pip install") and not install:
             run.steps.append(Step(name, ran=False))  # the package under test is installed already
             continue
         assert step["shell"] == "bash"
@@ -322,7 +324,7 @@ def run_action(inputs: dict[str, str], workspace: Path) -> ActionRun:
         script.write_text(step["run"], encoding="utf-8")
         github_output = runner_temp / f"output-{number}"
         github_output.touch()
-        env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "RUNNER_TEMP": str(runner_temp),
+        env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "RUNNER_TEMP": str(runner_temp),
                "GITHUB_OUTPUT": str(github_output), "GITHUB_STEP_SUMMARY": str(runner_temp / "summary.md"),
                **{key: _resolve(value, context) for key, value in step.get("env", {}).items()}}
         done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)], cwd=workspace,
@@ -418,7 +420,8 @@ def test_the_gitlab_job_runs_the_harness_and_leaves_its_junit(home: Path, tmp_pa
     template = _load_yaml(GITLAB_TEMPLATE.read_text(encoding="utf-8"))
     job = template["engram-conformance"]
     lines = [line for line in job["script"] if not line.startswith("python -m pip install")]
-    variables = {**template["variables"], "CONFORMANCE_TARGET": _faulty(home, "unknown-tool-is-result"),
+    variables = {**template["variables"], "CONFORMANCE_PACKAGE": str(ROOT),  # installed already
+                 "CONFORMANCE_TARGET": _faulty(home, "unknown-tool-is-result"),
                  "CONFORMANCE_PROFILE": str(home / PROFILE),
                  "CONFORMANCE_ARGS": "--select discovery.unknown-tool --era legacy"}
     done = subprocess.run(["sh", "-ec", "\n".join(lines)], cwd=tmp_path, capture_output=True, text=True,
@@ -453,7 +456,8 @@ def test_the_gitlab_sign_job_signs_the_finished_report(tmp_path: Path) -> None:
     write_reports(run, reports)
     _, public = _keygen(tmp_path)
     lines = [line for line in job["script"] if not line.startswith("python -m pip install")]
-    env = {**os.environ, **template["variables"], "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    env = {**os.environ, **template["variables"], "CONFORMANCE_PACKAGE": str(ROOT),  # installed already
+           "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
     unsigned = subprocess.run(["sh", "-ec", "\n".join(lines)], cwd=tmp_path, capture_output=True, text=True,
                               timeout=60, env=env)
     assert unsigned.returncode == 0 and not (reports / "report.jsonl.intoto.jsonl").exists()
@@ -464,3 +468,86 @@ def test_the_gitlab_sign_job_signs_the_finished_report(tmp_path: Path) -> None:
                                str(reports / "report.jsonl.intoto.jsonl"), "--key", str(public)],
                               capture_output=True, text=True, timeout=60)
     assert verified.returncode == 6 and "signature: valid" in verified.stdout, verified.stdout + verified.stderr
+
+
+# -- the recipes' install steps, run as written --------------------------------------------------------
+
+# What the recipes must never install: a name no package index publishes for this project.
+UNPUBLISHED = re.compile(r"pip install[^\n]*engram-memory-mcp(?![\w.-]*(\.git|/))|engram-memory-mcp==|OWNER/")
+
+
+def test_no_recipe_installs_the_harness_from_a_package_index() -> None:
+    """The harness is not on PyPI: whoever registered the name would be installed by every user of a recipe."""
+    for path in (ACTION, GITLAB_TEMPLATE, ROOT / "README.md"):
+        text = path.read_text(encoding="utf-8")
+        assert not UNPUBLISHED.search(text), f"{path.name}: {UNPUBLISHED.search(text)}"
+    install = next(s for s in _action()["runs"]["steps"] if s["name"] == "Install the conformance harness")
+    assert install["env"]["ACTION_PATH"] == "${{ github.action_path }}"
+    assert '"${PACKAGE:-$ACTION_PATH}"' in install["run"]
+    assert _load_yaml(GITLAB_TEMPLATE.read_text(encoding="utf-8"))["variables"]["CONFORMANCE_PACKAGE"] == ""
+
+
+def test_the_gitlab_job_without_a_package_says_what_to_set(tmp_path: Path) -> None:
+    template = _load_yaml(GITLAB_TEMPLATE.read_text(encoding="utf-8"))
+    for name in ("engram-conformance", "engram-conformance-sign"):
+        done = subprocess.run(["sh", "-ec", "\n".join(template[name]["script"])], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=60, env={**os.environ, **template["variables"]})
+        assert done.returncode == 2 and "set CONFORMANCE_PACKAGE" in done.stderr, done.stderr
+
+
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A wheel of this checkout, as a job builds it, and a fresh venv that has nothing installed yet."""
+    where = tmp_path_factory.mktemp("fresh")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--quiet", "-w", str(where)],
+                   check=True, capture_output=True, timeout=300)
+    subprocess.run([sys.executable, "-m", "venv", str(where / "venv")], check=True, capture_output=True, timeout=120)
+    return next(where.glob("engram_memory_mcp-*.whl")), where / "venv" / "bin"
+
+
+def _in_sh(lines: list[str], cwd: Path, bin_dir: Path, variables: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """A job's script as GitLab's shell runs it, with ``python`` and ``pip`` those of ``bin_dir``."""
+    env = {**os.environ, **variables, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("VIRTUAL_ENV", None)
+    return subprocess.run(["sh", "-ec", "\n".join(lines)], cwd=cwd, capture_output=True, text=True,
+                          timeout=900, env=env)
+
+
+@pytest.mark.slow
+def test_the_gitlab_recipes_install_and_run_as_written(fresh: tuple[Path, Path], home: Path, tmp_path: Path) -> None:
+    """The template's job and the README's own job, every line of their scripts, pip install included,
+    into a venv with nothing in it: the harness comes from a wheel of this repository, never an index."""
+    wheel, bin_dir = fresh
+    template = _load_yaml(GITLAB_TEMPLATE.read_text(encoding="utf-8"))
+    target = _faulty(home, "unknown-tool-is-result")
+    variables = {**template["variables"], "CONFORMANCE_PACKAGE": str(wheel), "CONFORMANCE_TARGET": target,
+                 "CONFORMANCE_PROFILE": str(home / PROFILE),
+                 "CONFORMANCE_ARGS": "--select discovery.unknown-tool --era legacy"}
+    done = _in_sh(template["engram-conformance"]["script"], tmp_path, bin_dir, variables)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    assert (bin_dir / "conformance").is_file(), "the job did not install the harness into the fresh venv"
+    assert "discovery.unknown-tool" in (tmp_path / "conformance-report" / "junit.xml").read_text(encoding="utf-8")
+    readme_job = next(_load_yaml(b) for b in _readme_blocks("yaml") if "script" in b and "include" not in b)
+    job = readme_job["engram-conformance"]
+    shutil.copytree(home, tmp_path / "readme", ignore=shutil.ignore_patterns("store"))  # the profile and its keys
+    script = [line.replace("conformance --target", "conformance --select discovery.unknown-tool --era legacy --target")
+              for line in job["script"]]
+    done = _in_sh(script, tmp_path / "readme", bin_dir,
+                  {**job["variables"], "HARNESS": str(wheel), "CONFORMANCE_TARGET": target})
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    assert (tmp_path / "readme" / "conformance-report" / "junit.xml").is_file()
+
+
+@pytest.mark.slow
+def test_the_action_installs_the_harness_from_its_own_checkout(fresh: tuple[Path, Path], home: Path,
+                                                                tmp_path: Path) -> None:
+    """The install step as written, `package` left empty: pip installs github.action_path, this checkout."""
+    _, bin_dir = fresh
+    run = run_action({"target": _faulty(home, "unknown-tool-is-result"), "profile": str(home / PROFILE),
+                      "args": "--select discovery.unknown-tool --era legacy"}, tmp_path, bin_dir=bin_dir, install=True)
+    installed = run.step("Install the conformance harness")
+    assert installed.ran and installed.code == 0, installed.output[-3000:]
+    shown = subprocess.run([str(bin_dir / "python"), "-m", "pip", "show", "-f", "engram-memory-mcp"],
+                           capture_output=True, text=True, timeout=60)
+    assert "engram_mcp/conformance/_cli.py" in shown.stdout, shown.stdout[-2000:]
+    assert run.output("exit-code") == "1", run.step("Run conformance").output[-3000:]

@@ -191,7 +191,9 @@ def refused(world: World, forgery: str) -> None:
     reply = world.conn.call("engram_memory_search", {"query": "ledger", "purpose_ref": world.profile.purpose_ref}, meta)
     world.evidence.add("reply", {"kind": reply.kind, "error": reply.error, "code": reply.code})
     assert reply.kind == "error", f"a {forgery} binding was served: {reply.kind} {reply.code!r}"
-    assert (reply.error["code"], reply.error["message"]) == (UNTRUSTED.jsonrpc_code, UNTRUSTED.message)
+    assert (reply.error["code"], reply.error["message"]) == (UNTRUSTED.jsonrpc_code, UNTRUSTED.message), (
+        f"a {forgery} binding was refused with {reply.error['code']} {reply.error['message']!r}, "
+        f"not {UNTRUSTED.jsonrpc_code} {UNTRUSTED.message!r}")
 
 
 # One check per part of the profile a forgery breaks, so a verdict names the part that failed.
@@ -274,4 +276,5 @@ def test_tools_list_with_an_untrusted_binding_is_refused(world: World) -> None:
         pytest.skip("the host adapter cannot forge a garbage binding")
     reply = world.conn.list_tools(world.host.forged("garbage", scope, world.principal(scope)))
     world.evidence.add("reply", {"kind": reply.kind, "error": reply.error})
-    assert reply.kind == "error" and reply.error["code"] == UNTRUSTED.jsonrpc_code
+    assert reply.kind == "error" and reply.error["code"] == UNTRUSTED.jsonrpc_code, (
+        f"tools/list with a garbage binding answered {reply.said()}, not the error {UNTRUSTED.jsonrpc_code}")

@@ -82,7 +82,8 @@ def test_a_binding_header_with_key_material_is_refused(world: World, member: str
         "engram_memory_search", {"query": "ledger", "purpose_ref": world.profile.purpose_ref}, forged
     )
     world.evidence.add("reply", {"kind": reply.kind, "code": reply.code})
-    assert reply.kind == "error" and reply.error["code"] == UNTRUSTED.jsonrpc_code
+    assert reply.kind == "error" and reply.error["code"] == UNTRUSTED.jsonrpc_code, (
+        f"a binding whose header carries {member} answered {reply.said()}, not the error {UNTRUSTED.jsonrpc_code}")
 
 
 # Forgeries that only this project's profile refuses (EMC-HP-006, EMC-HP-007, EMC-HP-069): the contract asks only
@@ -118,7 +119,10 @@ def test_tools_list_without_a_binding_is_an_empty_list(world: World) -> None:
     for meta in (None, {}):
         reply = world.conn.list_tools(meta)
         world.evidence.add(f"meta={meta}", {"kind": reply.kind, "tools": len((reply.result or {}).get("tools", []))})
-        assert reply.kind == "result" and reply.result.get("tools") == []
+        listed = (reply.result or {}).get("tools")
+        assert reply.kind == "result" and listed == [], (
+            f"tools/list with meta={meta} answered {reply.said()}"
+            + (f" listing {len(listed)} tools" if isinstance(listed, list) else "") + ", not an empty tool list")
 
 
 @check("wiring.other-methods-unbound", "EMC-HP-015")
@@ -127,14 +131,15 @@ def test_methods_other_than_tools_need_no_binding(world: World) -> None:
     request = types.PingRequest() if world.era == "legacy" else types.DiscoverRequest()
     reply = world.conn.send(request)
     world.evidence.add(request.method, {"kind": reply.kind, "error": reply.error})
-    assert reply.kind == "result"
+    assert reply.kind == "result", f"{request.method} without a binding answered {reply.said()}, not a result"
 
 
 @check("wiring.list-in-one-page", "EMC-HP-017")
 def test_granted_tools_come_in_one_page(world: World) -> None:
     """The granted tools are listed in one page, with no nextCursor."""
     reply = world.conn.list_tools(world.meta())
-    assert reply.kind == "result" and reply.result is not None and "nextCursor" not in reply.result
+    assert reply.kind == "result" and reply.result is not None, f"tools/list answered {reply.said()}, not a result"
+    assert "nextCursor" not in reply.result, "tools/list returned a nextCursor: the granted tools span several pages"
 
 
 @check("wiring.order-of-checks", "EMC-HP-022")
@@ -173,7 +178,8 @@ def test_checks_run_in_the_profiles_order(world: World, case: str) -> None:
         if world.era == "modern":
             assert reply.kind == "input_required", "an unknown target was answered before the gate"
         else:
-            assert world.conn.elicitations == before + 1 and reply.code == "NOT_FOUND"
+            assert world.conn.elicitations == before + 1, "an unknown target was answered before the gate asked"
+            assert reply.code == "NOT_FOUND", f"a call on an unknown target, confirmed, answered {reply.said()}"
 
 
 @check("wiring.state-ignored-when-ungated", "EMC-HP-039")
@@ -185,7 +191,9 @@ def test_confirmation_fields_are_ignored_on_ungated_calls(world: World) -> None:
     decorated = world.conn.call("engram_memory_search", arguments, meta, request_state="not-a-state",
                                 input_responses={CONFIRMATION_INPUT_KEY: {"action": "decline"}})
     world.evidence.add("kinds", [plain.kind, decorated.kind, plain.code, decorated.code])
-    assert decorated.kind == plain.kind == "result" and (decorated.envelope or {}).get("ok") is True
+    assert plain.kind == "result", f"a plain search answered {plain.said()}, not a result"
+    assert decorated.kind == "result" and (decorated.envelope or {}).get("ok") is True, (
+        f"a search with request_state and input_responses answered {decorated.said()}, not the plain search's success")
 
 
 @check("wiring.ids-derive-upstream", "EMC-HP-043", "EMC-HP-044", "EMC-HP-042")
@@ -196,11 +204,13 @@ def test_ids_derive_as_the_profile_says(world: World) -> None:
     arguments, captured = world.capture(scope=scope, principal=principal)
     expected = capture_candidate_id(_binding_of(world, principal), arguments["idempotency_key"])
     world.evidence.add("candidate_id", {"sent": captured["candidate_id"], "expected": expected})
-    assert captured["candidate_id"] == expected
+    assert captured["candidate_id"] == expected, (
+        f"candidate_id {captured['candidate_id']!r} is not the profile's capture identity {expected!r}")
     require("record_digest" in captured, "capture returned no record_digest")
     outcome = world.admit(captured["candidate_id"], scope=scope, principal=principal)
     require(outcome.get("status") == "accepted", "benign content was not accepted")
-    assert outcome["record_id"] == record_id(captured["record_digest"])
+    assert outcome["record_id"] == record_id(captured["record_digest"]), (
+        f"record_id {outcome['record_id']!r} is not base32 of record_digest ({record_id(captured['record_digest'])!r})")
 
 
 @check("wiring.digests-recompute", "EMC-HP-046", "EMC-HP-045")
@@ -216,7 +226,7 @@ def test_get_digests_recompute(world: World) -> None:
     receipt = value["read_receipt"]
     assert receipt["receipt_digest"] == profile_digest(
         "read-receipt", {k: v for k, v in receipt.items() if k != "receipt_digest"}
-    )
+    ), "read_receipt.receipt_digest does not recompute"
     record = value["record"]
     if "/payload_digest" in value["redacted_fields"]:
         return

@@ -1282,5 +1282,20 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+# -- transport variants -------------------------------------------------------------------------------------------
+
+
+@variant("logs-on-stderr", freedom="MCP's stdio transport lets a server write anything on stderr; stdout is MCP's")
+def logs_on_stderr(server: VariantServer) -> None:
+    """A banner at start and a log line for every tools/call, all on stderr."""
+    print("Engram memory server starting (logs on stderr)", file=sys.stderr, flush=True)
+
+    async def log(ctx: Any, params: Any) -> Any:
+        print(f"tools/call {params.name}", file=sys.stderr, flush=True)
+        return params
+
+    server.before.append(log)
+
+
 if __name__ == "__main__":
     raise SystemExit(main())

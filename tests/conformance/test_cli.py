@@ -109,3 +109,28 @@ def test_format_json_on_a_usage_error_in_the_run_still_prints_json(tmp_path: Pat
     summary = _summary(ran)
     assert ran.returncode == summary["exit_code"] == 2
     assert summary["verdict"] is None and summary["error"]
+
+
+def test_a_select_prefix_naming_nothing_is_a_usage_error_with_a_suggestion(tmp_path: Path) -> None:
+    """A typo must not pass for a partial run (exit 5): exit 2 before the target is reached, and the closest ids."""
+    ran = run([*CONFORMANCE, "--target", f"stdio:{tmp_path / 'never-started'}", "--select", "discovry",
+               "--select", "EMC-HOST"])
+    assert ran.returncode == 2, ran.stderr[-2000:]
+    assert "'discovry' matches no check or requirement id (did you mean 'discovery'?)" in ran.stderr
+    assert "EMC-HOST" not in ran.stderr and "VERDICT" not in ran.stdout + ran.stderr
+
+
+def test_a_baseline_entry_naming_no_check_is_a_usage_error(tmp_path: Path) -> None:
+    baseline = tmp_path / "baseline.txt"
+    baseline.write_text("# known\ndiscovery.granted-tool@legacy\nsearch.limit@future\n", encoding="utf-8")
+    ran = run([*CONFORMANCE, "--target", f"stdio:{tmp_path / 'never-started'}", "--expected-failures", str(baseline)])
+    assert ran.returncode == 2, ran.stderr[-2000:]
+    assert "names no check of the suite (did you mean 'discovery.granted-tools'?)" in ran.stderr
+    assert "'search.limit@future' names no era" in ran.stderr
+
+
+@pytest.mark.parametrize(("typed", "suggested"), [("discovery.unknwn-tool", "'discovery.unknown-tool'"),
+                                                  ("EMC-HOST-06", "'EMC-HOST-006'")])
+def test_explain_suggests_the_closest_id(typed: str, suggested: str) -> None:
+    ran = run([*CONFORMANCE, "explain", typed])
+    assert ran.returncode == 2 and "did you mean" in ran.stderr and suggested in ran.stderr, ran.stderr

@@ -1971,6 +1971,7 @@ class Judgement:
     requirements: dict[str, str] = field(default_factory=dict)  # requirement id -> footer verdict
     problem: str = ""  # why the run could not be judged (timeout, no report)
     output: str = ""
+    introspection: list[str] = field(default_factory=list)  # checks whose verdict quotes pytest, not the target
 
     def flagged(self, check_id: str, status: str = "FAIL") -> bool:
         return status in self.statuses.get(check_id, set())
@@ -2004,6 +2005,8 @@ class Judgement:
                          + ", ".join(f"{r}={self.requirements.get(r)}" for r in unjudged))
         if self.errors:
             wrong.append("ERROR in " + ", ".join(self.errors))
+        if self.introspection:
+            wrong.append("pytest's assertion introspection in the verdict of " + ", ".join(self.introspection))
         return "KILLED" if not wrong else "SURVIVED: " + "; ".join(wrong)
 
 
@@ -2031,6 +2034,21 @@ def fresh_copy(template: Path, workdir: Path) -> Path:
     copy_dir = workdir / "config"
     shutil.copytree(template, copy_dir, ignore=shutil.ignore_patterns("store"))
     return copy_dir
+
+
+# What pytest writes about an assertion, which no verdict may quote: its rewritten `assert` line and diff hints.
+PYTEST_ARTEFACTS = re.compile(r"(^|\n)\s*assert |Use -v to get more diff|use -vv to show|Full diff:|\+  where ")
+
+
+def introspection_in(report: Path) -> list[str]:
+    """The checks whose message or detail in report.jsonl carries pytest's introspection of an assertion."""
+    quoting = set()
+    for line in report.read_text(encoding="utf-8").splitlines():
+        entry = json.loads(line)
+        said = f"{entry.get('message', '')}\n{entry.get('detail', '')}"
+        if entry["type"] == "check" and PYTEST_ARTEFACTS.search(said):
+            quoting.add(entry["check"])
+    return sorted(quoting)
 
 
 def read_report(report: Path) -> tuple[int | None, dict[str, set[str]], dict[str, str]]:
@@ -2078,7 +2096,8 @@ def run(name: str, target: str, profile: Path, select: tuple[str, ...] | list[st
     if exit_code != process.returncode:
         return Judgement(name, process.returncode, seconds, statuses, requirements, output=output[-3000:],
                          problem=f"the report says exit {exit_code}, the process exited {process.returncode}")
-    return Judgement(name, exit_code, seconds, statuses, requirements, output=output[-3000:])
+    return Judgement(name, exit_code, seconds, statuses, requirements, output=output[-3000:],
+                     introspection=introspection_in(report))
 
 
 def run_variant(item: Variant, template: Path, workdir: Path, *, timeout: float = 240.0) -> Judgement:
@@ -2269,6 +2288,16 @@ def read_cache_per_process(server: FaultyServer) -> None:
 
     _wrap_operation(server, GET, make_get)
     _wrap_operation(server, FORGET, make_forget)
+
+
+# -- transport variants -------------------------------------------------------------------------------------------
+
+
+@variant("banner-on-stdout", breaks=["EMC-HP-073"], caught_by=["transport.stdout-only-mcp"], era="legacy")
+def banner_on_stdout(server: FaultyServer) -> None:
+    """Two banner lines on stdout before serving, as a wrapper script that echoes its start writes them."""
+    print("Engram memory server starting", flush=True)
+    print("listening on stdio", flush=True)
 
 
 if __name__ == "__main__":

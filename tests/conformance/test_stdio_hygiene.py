@@ -1,0 +1,75 @@
+"""MCP's stdio transport: the target's stdout carries MCP messages only; stderr is the target's own."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engram_mcp.conformance._connect import parse_target
+from engram_mcp.conformance._raw import RawSession, _is_jsonrpc
+from engram_mcp.reference._init import write_configuration
+
+CONFORMANCE = [sys.executable, "-m", "engram_mcp.conformance"]
+SERVE = [sys.executable, "-m", "engram_mcp.reference", "serve"]
+
+
+@pytest.fixture(scope="module")
+def configuration(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("hygiene") / "reference"
+    write_configuration(directory, seed="hygiene")
+    return directory
+
+
+def _wrapper(tmp_path: Path, configuration: Path, *, stdout: str, stderr: str) -> str:
+    """A shell wrapper, as implementers write them: it echoes something, then runs the reference."""
+    script = tmp_path / "serve.sh"
+    serve = shlex.join([*SERVE, "--config", str(configuration / "server.toml")])
+    script.write_text(f"#!/bin/sh\n{stdout}\n{stderr}\nexec {serve}\n", encoding="utf-8")
+    script.chmod(0o755)
+    return f"stdio:{script}"
+
+
+def test_a_line_is_mcp_when_it_is_a_json_rpc_message() -> None:
+    assert _is_jsonrpc('{"jsonrpc":"2.0","id":1,"result":{}}\n')
+    assert _is_jsonrpc('[{"jsonrpc":"2.0","method":"notifications/message"}]')
+    for noise in ("Starting server", '{"level":"info","msg":"up"}', "[]", "42", '{"jsonrpc":"1.0","id":1}'):
+        assert not _is_jsonrpc(noise), noise
+
+
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+def test_a_raw_session_sees_every_non_mcp_line_and_only_those(tmp_path: Path, configuration: Path, era: str) -> None:
+    target = _wrapper(tmp_path, configuration, stdout="echo 'Engram starting'; echo '{\"ready\": true}'",
+                      stderr="echo 'a log line' >&2")
+    session = RawSession(parse_target(target), era, 30.0)  # type: ignore[arg-type]
+    try:
+        session.open()
+        assert session.list_tools({}).kind == "result"
+    finally:
+        session.close()
+    assert session.noise == ["Engram starting", '{"ready": true}']  # stderr is not looked at
+
+
+def _transport_run(target: str, report: Path) -> tuple[int, dict[str, str]]:
+    ran = subprocess.run([*CONFORMANCE, "--target", target, "--select", "transport", "--report-dir", str(report)],
+                         capture_output=True, text=True, timeout=300, cwd="/")
+    checks = {f"{e['check']}@{e['era']}": e["status"] for e in map(json.loads, (report / "report.jsonl").read_text(
+        encoding="utf-8").splitlines()) if e["type"] == "check"}
+    return ran.returncode, checks
+
+
+def test_banner_lines_on_stdout_fail_the_check(tmp_path: Path, configuration: Path) -> None:
+    code, checks = _transport_run(_wrapper(tmp_path, configuration, stdout="echo 'Engram memory server'", stderr=""),
+                                  tmp_path / "report")
+    assert code == 1 and checks == {"transport.stdout-only-mcp@legacy": "FAIL",
+                                    "transport.stdout-only-mcp@modern": "FAIL"}, checks
+
+
+def test_logs_on_stderr_pass_it(tmp_path: Path, configuration: Path) -> None:
+    code, checks = _transport_run(_wrapper(tmp_path, configuration, stdout="", stderr="echo 'starting' >&2"),
+                                  tmp_path / "report")
+    assert code == 5 and set(checks.values()) == {"PASS"}, checks  # a --select run is at best incomplete
