@@ -20,7 +20,7 @@ from typing import Any
 from engram_mcp.conformance._connect import Reply
 from engram_mcp.conformance._explore._program import FIELDS, SEARCH, TOOLS, CallerRole, Program, Step
 from engram_mcp.conformance._host import Answer
-from engram_mcp.conformance._profile import Profile, ScopeProfile
+from engram_mcp.conformance._profile import ACCEPTS_BENIGN, Profile, ScopeProfile
 from engram_mcp.conformance._tracker import Intent
 from engram_mcp.conformance._world import World
 from engram_mcp.contract import record_id
@@ -44,9 +44,10 @@ def callers(profile: Profile) -> list[CallerRole]:
     for index, scope in enumerate(scopes_of(profile)):
         full = [p for p, tools in sorted(scope.principals.items()) if set(TOOLS) <= tools]
         fewer = [p for p, tools in sorted(scope.principals.items()) if not set(TOOLS) <= tools and tools]
-        roles += [CallerRole(index, p, frozenset(scope.principals[p])) for p in full[:MAX_FULL_PRINCIPALS]]
+        admits = scope.admission_policy in ACCEPTS_BENIGN
+        roles += [CallerRole(index, p, frozenset(scope.principals[p]), admits) for p in full[:MAX_FULL_PRINCIPALS]]
         if index == 0 and fewer:
-            roles.append(CallerRole(index, fewer[0], frozenset(scope.principals[fewer[0]])))
+            roles.append(CallerRole(index, fewer[0], frozenset(scope.principals[fewer[0]]), admits))
     return roles
 
 

@@ -139,13 +139,39 @@ class _Drawing:
         return n
 
     def caller(self, tool: str, *, near: int | None = None) -> int:
-        """A caller granted the tool: mostly the one that made ``near``, sometimes another (a foreign call)."""
+        """A caller granted the tool: mostly the one that made ``near`` (or one of its scope), sometimes another
+        (a foreign call), now and then one the tool is not granted to."""
         granted = [i for i, c in enumerate(self.callers) if tool in c.tools] or list(range(len(self.callers)))
-        if near is not None and near in granted and self.rng.random() < 0.75:
-            return near
-        if self.rng.random() < 0.08:  # now and then a caller the tool is not granted to
+        if self.rng.random() < 0.05:
             return self.rng.randrange(len(self.callers))
+        if near is not None and self.rng.random() < 0.85:
+            if near in granted:
+                return near
+            same = [i for i in granted if self.callers[i].scope == self.callers[near].scope]
+            if same:
+                return self.rng.choice(same)
+        if near is None and self.rng.random() < 0.6:  # a new thread of calls: mostly where records can come of it
+            admitting = [i for i in granted if self.callers[i].admits and ADMIT in self.callers[i].tools]
+            if admitting:
+                return self.rng.choice(admitting)
         return self.rng.choice(granted)
+
+    def recorded(self) -> list[int]:
+        """Admissions likely to have made a record: by a caller granted admission where benign content is
+        admitted, of a candidate captured in the same scope."""
+        likely = []
+        for n in self.admissions:
+            step, source = self.steps[n], self.steps[n].arguments.get("candidate_id")
+            role = self.callers[step.caller]
+            made = self.steps[source["$step"]] if isinstance(source, Mapping) else None
+            if ADMIT in role.tools and role.admits and made is not None \
+                    and self.callers[made.caller].scope == role.scope:
+                likely.append(n)
+        return likely
+
+    def record_source(self) -> int:
+        likely = self.recorded()
+        return self.rng.choice(likely if likely and self.rng.random() < 0.85 else self.admissions)
 
 
 @dataclass(frozen=True)
@@ -155,6 +181,7 @@ class CallerRole:
     scope: int
     principal: str
     tools: frozenset[str]
+    admits: bool = True  # the scope's admission policy accepts benign content: an admission there makes a record
 
 
 def capture_arguments(purpose: str, key: str, word: str, n: int) -> dict[str, Any]:
@@ -259,7 +286,7 @@ def _forget(d: _Drawing) -> None:
     if not d.admissions:
         _admit(d)
         return
-    source = d.rng.choice(d.admissions)
+    source = d.record_source()
     caller = d.caller(FORGET, near=d.steps[source].caller)
     _keyed(d, FORGET, {"record_id": ref(source, "record_id")}, caller, f"forget of step {source}'s record",
                   True)
@@ -269,7 +296,7 @@ def _get(d: _Drawing) -> None:
     if not d.admissions:
         _capture(d)
         return
-    source = d.rng.choice(d.admissions)
+    source = d.record_source()
     caller = d.caller(GET, near=d.steps[source].caller)
     d.add(Step(GET, {"record_id": ref(source, "record_id"), "purpose_ref": d.purpose}, caller,
                f"get of step {source}'s record"))
@@ -285,7 +312,7 @@ def _search(d: _Drawing) -> None:
         return
     word = f"${{w{d.rng.randint(1, d.words)}}}" if d.words else d.word()
     near = d.steps[d.captures[-1]].caller if d.captures else None
-    d.add(Step(SEARCH, {"query": word, "purpose_ref": d.purpose, "limit": d.rng.choice((1, 1, 2, 10))},
+    d.add(Step(SEARCH, {"query": word, "purpose_ref": d.purpose, "limit": d.rng.choice((1, 1, 2, 2, 10))},
                d.caller(SEARCH, near=near), "search"))
 
 
