@@ -20,6 +20,7 @@ import copy
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 SEARCH, GET, CAPTURE = "engram_memory_search", "engram_memory_get", "engram_memory_capture"
@@ -262,34 +263,22 @@ def _mutation_replay(d: _Drawing) -> bool:
     return True
 
 
-def _admit(d: _Drawing) -> None:
+def _mutate(d: _Drawing, tool: str) -> None:
+    """An admission or withdraw of an earlier capture's candidate, or a forget of an earlier admission's record;
+    with nothing of that kind yet, the step that makes one."""
+    if tool == FORGET and not d.admissions:
+        _mutate(d, ADMIT)
+        return
     if not d.captures:
         _capture(d)
         return
-    source = d.rng.choice(d.captures)
-    caller = d.caller(ADMIT, near=d.steps[source].caller)
-    _keyed(d, ADMIT, {"candidate_id": ref(source, "candidate_id")}, caller, f"admission of step {source}",
-                  False)
-
-
-def _withdraw(d: _Drawing) -> None:
-    if not d.captures:
-        _capture(d)
-        return
-    source = d.rng.choice(d.captures)
-    caller = d.caller(WITHDRAW, near=d.steps[source].caller)
-    _keyed(d, WITHDRAW, {"candidate_id": ref(source, "candidate_id")}, caller, f"withdraw of step {source}",
-                  True)
-
-
-def _forget(d: _Drawing) -> None:
-    if not d.admissions:
-        _admit(d)
-        return
-    source = d.record_source()
-    caller = d.caller(FORGET, near=d.steps[source].caller)
-    _keyed(d, FORGET, {"record_id": ref(source, "record_id")}, caller, f"forget of step {source}'s record",
-                  True)
+    if tool == FORGET:
+        source, target, what = d.record_source(), "record_id", "record"
+    else:
+        source, target, what = d.rng.choice(d.captures), "candidate_id", "candidate"
+    caller = d.caller(tool, near=d.steps[source].caller)
+    _keyed(d, tool, {target: ref(source, target)}, caller,
+           f"{tool.removeprefix('engram_memory_')} of step {source}'s {what}", tool != ADMIT)
 
 
 def _get(d: _Drawing) -> None:
@@ -316,7 +305,8 @@ def _search(d: _Drawing) -> None:
                d.caller(SEARCH, near=near), "search"))
 
 
-MOVES = ((_capture, 5), (_admit, 4), (_search, 4), (_get, 3), (_forget, 2), (_withdraw, 2))
+MOVES = ((_capture, 5), (partial(_mutate, tool=ADMIT), 4), (_search, 4), (_get, 3), (partial(_mutate, tool=FORGET), 2),
+         (partial(_mutate, tool=WITHDRAW), 2))
 
 
 def _opening(d: _Drawing, length: int) -> None:
