@@ -173,16 +173,14 @@ class Tracker:
 
     def minted(self, meta: Mapping[str, Any], bound: Bound) -> None:
         with self._lock:
-            for key, value in meta.items():
-                if isinstance(value, str):
-                    self._bindings[(key, value)] = bound
+            for key, value in _texts(meta):
+                self._bindings[(key, value)] = bound
 
     def bound(self, meta: Mapping[str, Any] | None) -> Bound | None:
         if not meta:
             return None
         with self._lock:
-            return next((self._bindings[(k, v)] for k, v in meta.items()
-                         if isinstance(v, str) and (k, v) in self._bindings), None)
+            return next((self._bindings[pair] for pair in _texts(meta) if pair in self._bindings), None)
 
     # -- judging ----------------------------------------------------------------------------------------------------
 
@@ -269,6 +267,19 @@ class HistoryRecorder:
         with self._lock:
             taken, self._operations = self._operations, []
         return sorted(taken, key=lambda op: op.invoked)
+
+
+def _texts(meta: Mapping[str, Any], prefix: str = "") -> list[tuple[str, str]]:
+    """The string members of a _meta object by their path: a host adapter may nest its binding (say under
+    ``{"context": {"binding": …}}``), and the call is known by it all the same."""
+    found: list[tuple[str, str]] = []
+    for key, value in meta.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, str):
+            found.append((path, value))
+        elif isinstance(value, Mapping):
+            found += _texts(value, path + "/")
+    return found
 
 
 def _purpose(tool: str, arguments: Mapping[str, Any]) -> Any:
