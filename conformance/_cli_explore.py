@@ -23,9 +23,9 @@ from typing import Any
 from engram_mcp.conformance._checks import Status
 from engram_mcp.conformance._explore import CounterexampleError, read_counterexample
 from engram_mcp.conformance._run import EXIT_CONFORMANT, EXIT_INCOMPLETE, EXIT_MUST_FAILED, EXIT_UNREACHABLE, EXIT_USAGE
-from engram_mcp.conformance.plugin import EXPLORE_DEFAULT
+from engram_mcp.conformance.plugin import EXPLORE_DEFAULT, REPLAY_CHECK
 
-REPLAY_CHECK, EXPLORE_CHECK = "explore.replay", "explore.sequences"
+EXPLORE_CHECK = "explore.sequences"
 
 
 def _replay_parser() -> argparse.ArgumentParser:

@@ -50,7 +50,7 @@ from engram_mcp.conformance._status import (
 )
 from engram_mcp.conformance._tracker import RecordingHost, Tracker
 from engram_mcp.conformance._world import Evidence, World
-from engram_mcp.conformance.plugin import EXPLORE_DEEP, EXPLORE_DEFAULT
+from engram_mcp.conformance.plugin import EXPLORE_DEEP, EXPLORE_DEFAULT, REPLAY_CHECK
 
 __all__ = ["EXIT_CONFORMANT", "EXIT_INCOMPLETE", "EXIT_MUST_FAILED", "EXIT_STALE", "EXIT_UNREACHABLE", "EXIT_USAGE",
            "Outcome", "Result", "Run", "run_of", "run_suite"]
@@ -194,9 +194,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             (keep if any(n.startswith(w) for n in names for w in wanted) else drop).append(item)
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
-
-
-REPLAY_CHECK = "explore.replay"
 
 
 def _refuse_unknown_ids(run: Run, wanted: Sequence[str], checks: set[str]) -> None:

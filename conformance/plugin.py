@@ -28,6 +28,7 @@ __all__ = ["Outcome", "Result", "Run", "ServerInfo", "run_of", "run_suite"]
 HOOKS = "engram_mcp.conformance._plugin"
 # Calls per era that exploration (explore.*) makes: the default budget, and the one --deep raises it to.
 EXPLORE_DEFAULT, EXPLORE_DEEP = 120, 1200
+REPLAY_CHECK = "explore.replay"  # runs only when --replay names a counterexample
 # Public names, imported on first use so that an autoloaded plugin costs nothing in unrelated pytest runs.
 _LAZY = {"Outcome": HOOKS, "run_of": HOOKS, "run_suite": HOOKS, "Result": "engram_mcp.conformance._run",
          "Run": "engram_mcp.conformance._run", "ServerInfo": "engram_mcp.conformance._run"}

@@ -162,5 +162,6 @@ def test_a_counterexample_still_fails(world: World, harness: Run) -> None:
     assert failure.judgement is not None, "a failing step has its judgement"
     world.evidence.add(BROKEN_REQUIREMENTS, list(failure.judgement.broken))
     world.evidence.add(MODEL_BLAME_ALONE, True)
-    raise AssertionError("\n".join(["it still fails: " + _failure_lines(execution)[0], *_failure_lines(execution)[1:]]))
+    first, *rest = _failure_lines(execution)
+    raise AssertionError("\n".join([f"it still fails: {first}", *rest]))
 
