@@ -258,9 +258,13 @@ def explain(identifier: str) -> int:
         print(f"{identifier} ({entry['level']}, {entry['status']}, section {entry['section']})")
         print(f"  {entry['summary']}")
         cited = entry.get("contract_ref")
-        print(f"  source: {entry['source']}" + (f" — contract {cited['section']}: «{cited['quote']}»" if cited else "")
+        where = f"contract {cited['section']}" if cited else ""
+        print(f"  source: {where if where and entry['source'] == 'contract' else entry['source']}"
+              + (f" (citing contract {cited['section']})" if cited and entry["source"] != "contract" else "")
               + (f" (split from {entry['split_from']})" if entry.get("split_from") else "")
               + ("" if entry["source"] != "profile" else "; scored only with --level profile"))
+        if cited:  # the statement above is ours, in English; the words it rests on are the contract's own
+            print(f"  the contract's words (Spanish original): «{cited['quote']}»")
         covering = sorted(c for c, reqs in checks.items() if identifier in reqs)
         print("  checks: " + (", ".join(covering) if covering else "none"))
         if entry.get("exclusion"):
@@ -307,6 +311,12 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE if leaving.code not in (0, None) else 0
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader left (`conformance list | head`): end as a Unix tool does, no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's own flush cannot fail again
+        return EXIT_BROKEN_PIPE
+
+
+EXIT_BROKEN_PIPE = 128 + 13  # what a shell reports for a process that SIGPIPE ended
 
 
 if __name__ == "__main__":

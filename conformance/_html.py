@@ -51,7 +51,7 @@ _ATTENTION = (Status.FAIL, Status.ERROR, Status.XPASS, Status.XFAIL, Status.WARN
 _EVIDENCE_CHARS = 4000
 _BAR_WIDTH, _MIN_SEGMENT = 480.0, 4.0  # summary chart: the bar and the narrowest segment a non-zero count gets
 _COLOURS = {"fail": "#c62828", "gap": "#f9a825", "pass": "#2e7d32", "pin": "#6a1b9a", "other": "#9e9e9e"}
-_VERDICT_COLOURS = {0: "#2e7d32", 1: "#c62828", 3: "#616161", 4: "#ef6c00", 5: "#f9a825"}
+_VERDICT_COLOURS = {0: "#2e7d32", 1: "#c62828", 3: "#616161", 4: "#ef6c00", 5: "#f9a825", 6: "#c62828"}
 
 _STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#212121;background:#fafafa}

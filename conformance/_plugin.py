@@ -11,10 +11,11 @@ session ends. The judged exit code is ``Run.exit_code``, returned by
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import os
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from engram_mcp.conformance._run import (  # re-exported: older imports read the
     EXIT_CONFORMANT,
     EXIT_INCOMPLETE,
     EXIT_MUST_FAILED,
+    EXIT_NOT_ENGRAM,
     EXIT_STALE,
     EXIT_UNREACHABLE,
     EXIT_USAGE,
@@ -52,8 +54,8 @@ from engram_mcp.conformance._tracker import RecordingHost, Tracker
 from engram_mcp.conformance._world import Evidence, World
 from engram_mcp.conformance.plugin import EXPLORE_DEEP, EXPLORE_DEFAULT, REPLAY_CHECK
 
-__all__ = ["EXIT_CONFORMANT", "EXIT_INCOMPLETE", "EXIT_MUST_FAILED", "EXIT_STALE", "EXIT_UNREACHABLE", "EXIT_USAGE",
-           "Outcome", "Result", "Run", "run_of", "run_suite"]
+__all__ = ["EXIT_CONFORMANT", "EXIT_INCOMPLETE", "EXIT_MUST_FAILED", "EXIT_NOT_ENGRAM", "EXIT_STALE",
+           "EXIT_UNREACHABLE", "EXIT_USAGE", "Outcome", "Result", "Run", "run_of", "run_suite"]
 
 SUITE = Path(__file__).resolve().parent / "suite"
 PUBLIC_NAME = "engram_mcp.conformance.plugin"  # also the pytest11 entry point's name, so -p finds it loaded
@@ -103,13 +105,32 @@ def run_suite(options: Sequence[str], *, verbose: bool = False, quiet: bool = Fa
         "-W", "ignore::pytest.PytestAssertRewriteWarning", *options,
     ]
     try:
-        code = pytest.main(arguments, plugins=[keep, console])
+        with _no_plugin_autoload():
+            code = pytest.main(arguments, plugins=[keep, console])
     finally:
         console.close()
     if keep.run is not None and keep.run.exit_code is not None:
         return Outcome(keep.run.exit_code, keep.run)
     # pytest stopped before the run was judged: its usage error, or an internal one.
     return Outcome(EXIT_USAGE if code == pytest.ExitCode.USAGE_ERROR else EXIT_UNREACHABLE, keep.run)
+
+
+@contextlib.contextmanager
+def _no_plugin_autoload() -> Iterator[None]:
+    """The suite needs only this plugin (named with -p): loading every installed pytest11 plugin (schemathesis',
+    hypothesis', anyio's, ...) cost each run ~2.5 s before its first call, and a stray plugin could change it."""
+    before = os.environ.get(AUTOLOAD_SWITCH)
+    os.environ[AUTOLOAD_SWITCH] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(AUTOLOAD_SWITCH, None)
+        else:
+            os.environ[AUTOLOAD_SWITCH] = before
+
+
+AUTOLOAD_SWITCH = "PYTEST_DISABLE_PLUGIN_AUTOLOAD"
 
 
 # -- the run -------------------------------------------------------------------

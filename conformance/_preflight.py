@@ -14,6 +14,10 @@ from engram_mcp.conformance._run import Run, ServerInfo, as_era
 from engram_mcp.contract import load
 
 
+def _answered(handshake: Any) -> bool:
+    return not isinstance(handshake, (TargetUnreachable, EraUnsupported))
+
+
 def preflight(run: Run) -> None:
     """The target starts and completes the opening exchange in every selected era.
 
@@ -32,11 +36,13 @@ def preflight(run: Run) -> None:
         if isinstance(handshake, TargetUnreachable):
             # The message carries the cause and the tail of the target's stderr (_connect.Connection._diagnose).
             conn.close()
-            if run.connections:  # another era works, so the target fails this era only: skip it, with why
+            if any(_answered(h) for _, h in opened.values()):  # another era works: this era only fails, with why
                 run.unsupported_eras[era] = str(handshake)
                 continue
+            failed = [each for each in run.eras if isinstance(opened[each][1], TargetUnreachable)]
             first, _, rest = str(handshake).partition("\n")
-            run.unreachable = f"{first} [{era} era]" + (f"\n{rest}" if rest else "")
+            run.unreachable = f"{first} [{' and '.join(failed)} era{'s' if len(failed) > 1 else ''}]" + (
+                f"\n{rest}" if rest else "")
             break
         run.connections[era] = conn
         info = ServerInfo.from_handshake(era, handshake)
@@ -107,23 +113,48 @@ def _binding_refused(run: Run) -> str | None:
     principal = min(scope.principals, default="conformance-agent")
     untrusted = load().protocol_errors["trusted_context_unavailable"].jsonrpc_code
     refused = []
-    for conn in run.connections.values():
+    listings: dict[str, list[list[str]]] = {}
+    for era, conn in run.connections.items():
         bound = conn.list_tools(run.host.meta(scope, principal))
         unbound = conn.list_tools(None)
         refused.append(bound.kind == "error" and bound.code == untrusted and unbound.kind == "result")
+        listings[era] = [_names(bound), _names(unbound)]
+    run.not_engram = _no_memory_tool(listings)
     return BINDING_REFUSED if refused and all(refused) else None
+
+
+def _names(reply: Any) -> list[str]:
+    if reply.kind != "result":
+        return []
+    return sorted(str(t.get("name")) for t in (reply.result or {}).get("tools", []) if isinstance(t, dict))
+
+
+def _no_memory_tool(listings: dict[str, list[list[str]]]) -> str | None:
+    """Why the target is no Engram memory server: every era it speaks lists tools, and no listing (bound or not)
+    holds any of the six. An empty listing proves nothing (memory may be off for the scope), so it never counts."""
+    six = set(load().tools)
+    if not listings or not all(any(lists) for lists in listings.values()):
+        return None
+    if any(set(names) & six for lists in listings.values() for names in lists):
+        return None
+    names = sorted({name for lists in listings.values() for names in lists for name in names})
+    shown = ", ".join(names[:8]) + (", …" if len(names) > 8 else "")
+    return (f"this target offers none of the six Engram memory tools in any era it speaks; it lists "
+            f"{len(names)} other tool{'s' if len(names) != 1 else ''} ({shown})")
 
 
 def _unbound_discovery(run: Run) -> list[str]:
     """Without a profile: what the target offers a client that has no host identity, said plainly."""
     six = set(load().tools)
     notes = []
+    listings: dict[str, list[list[str]]] = {}
     for era, conn in run.connections.items():
         reply = conn.list_tools(None)
+        listings[era] = [_names(reply)]
         if reply.kind != "result":
             notes.append(f"{era} era: tools/list without a binding was answered {reply.kind} {reply.code!r}")
             continue
-        names = sorted(str(t.get("name")) for t in (reply.result or {}).get("tools", []) if isinstance(t, dict))
+        names = listings[era][0]
         offered = [n for n in names if n in six]
         if not names:
             notes.append(f"{era} era: without a host binding the target lists no tool (memory is off by default); "
@@ -135,5 +166,7 @@ def _unbound_discovery(run: Run) -> list[str]:
         else:
             notes.append(f"{era} era: without a host binding the target lists {len(offered)} of the six Engram "
                          f"memory tools: {', '.join(offered)}")
-    notes.append(HOW_TO_PROFILE)
+    run.not_engram = _no_memory_tool(listings)
+    if run.not_engram is None:  # a profile cannot make a target offer tools it does not have
+        notes.append(HOW_TO_PROFILE)
     return notes

@@ -187,12 +187,13 @@ def exit_code(run: Run) -> int:
         EXIT_CONFORMANT,
         EXIT_INCOMPLETE,
         EXIT_MUST_FAILED,
+        EXIT_NOT_ENGRAM,
         EXIT_STALE,
         EXIT_UNREACHABLE,
     )
 
-    if run.unreachable:
-        return EXIT_UNREACHABLE
+    if run.unreachable or run.not_engram:  # not-engram before any MUST: what it fails says no more than that
+        return EXIT_UNREACHABLE if run.unreachable else EXIT_NOT_ENGRAM
     verdicts = requirement_verdicts(run)
     scored = _must(verdicts)
     if any(v["verdict"] == Status.FAIL.value or (v["outcome"] == FAILED and v["verdict"] != Status.XFAIL.value)
@@ -219,6 +220,7 @@ def verdict_line(run: Run, code: int | None = None) -> str:
         1: "VERDICT: not conformant (a MUST failed)",
         3: "VERDICT: not judged (target unreachable or environment error)",
         4: "VERDICT: stale baseline (an expected failure now passes)",
+        6: "VERDICT: not an Engram memory server (it offers none of the six tools)",
         5: ("VERDICT: incomplete — partial run (--select): a partial report, never a certificate" if partial
             else f"VERDICT: incomplete — scored MUSTs were not exercised, so the {level} level is not certified"),
     }[code]
@@ -247,6 +249,15 @@ def _grouped_gaps(verdicts: dict[str, dict[str, Any]]) -> list[tuple[str, str, l
     return [(reason, unlock, ids) for (reason, unlock), ids in groups.items()]
 
 
+def clipped(text: str, limit: int) -> str:
+    """At most ``limit`` characters, cut between words (never inside one), with an ellipsis when cut."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit - 1]
+    cut = head.rsplit(None, 1)[0] if " " in head.strip() else head
+    return cut.rstrip(" ,;:") + "…"
+
+
 def _count_line(label: str, t: dict[str, int], what: str = "") -> str:
     return (f"{label}: {t['passed']} passed, {t['failed']} failed, {t['not_exercised']} not exercised, "
             f"{t['excluded']} excluded ({t['unobservable']} unobservable, {t['not_applicable']} not applicable "
@@ -262,20 +273,21 @@ def summary_lines(run: Run, *, limit: int = 40) -> list[str]:
              f"level: {level} (scores {' + '.join(sorted(SOURCES_SCORED[level]))} requirements); "
              f"eras: {', '.join(spoken_eras(run)) or 'none'}; transport: {run.target.kind}"
              + ("; deep" if run.deep else "")]
-    if run.unreachable:
-        lines.append(f"{'PROFILE REFUSED' if run.profile_refused else 'TARGET UNREACHABLE'}: {run.unreachable}")
-    for era, why in run.unsupported_eras.items():
-        lines.append(f"era {era} not spoken by the target ({why}): its checks are SKIPPED")
+    lines.extend(_what_stopped_the_run(run))
     lines.extend(run.notes)
-    lines.append("checks: " + ", ".join(f"{k} {v}" for k, v in sorted(counts(run).items())))
+    ran = ", ".join(f"{k} {v}" for k, v in sorted(counts(run).items()))
+    lines.append("checks: " + (ran or "none ran" + (", the target was not reached" if run.unreachable else "")))
     explored = _explored(run)
     if explored:
         lines.append(explored)
-    lines.append(_count_line("MUST requirements", tally(scored), f" scored at the {level} level"))
+    if run.unreachable and not ran:  # nothing was tried: counting all of it "not exercised" reads as a gap
+        lines.append(f"MUST requirements: none judged ({tally(scored)['total']} scored at the {level} level)")
+    else:
+        lines.append(_count_line("MUST requirements", tally(scored), f" scored at the {level} level"))
     for rid, v in sorted(scored.items()):
         if v["outcome"] == FAILED:
             lines.append(f"  {'XFAIL' if v['verdict'] == 'XFAIL' else 'FAIL'} {rid}")
-    groups = [] if run.unreachable else _grouped_gaps(scored)
+    groups = [] if run.unreachable or run.not_engram else _grouped_gaps(scored)
     if groups:
         lines.append("not exercised (scored MUSTs), with the reason and what would unlock them:")
         for shown, (reason, unlock, ids) in enumerate(groups):
@@ -283,7 +295,7 @@ def summary_lines(run: Run, *, limit: int = 40) -> list[str]:
                 lines.append(f"  … and {len(groups) - shown} more reasons (report.jsonl lists every one)")
                 break
             listed = ", ".join(ids[:12]) + (f", … ({len(ids)} in all)" if len(ids) > 12 else "")
-            lines.append(f"  - {reason[:240]} → {unlock}: {listed}")
+            lines.append(f"  - {clipped(reason, 240)} → {unlock}: {listed}")
     if level == "contract" and not run.unreachable:
         pins = _must(verdicts, scored=False, source="profile")
         lines.append(_count_line("profile pins (reported, not scored; --level profile scores them)", tally(pins)))
@@ -291,6 +303,18 @@ def summary_lines(run: Run, *, limit: int = 40) -> list[str]:
         if failed_pins:
             lines.append("  profile pins failed: " + ", ".join(failed_pins))
     lines.append(verdict_line(run, code))
+    return lines
+
+
+def _what_stopped_the_run(run: Run) -> list[str]:
+    """Said first, before any count: the target not reached, not an Engram server, or an era it does not speak."""
+    lines = []
+    if run.unreachable:
+        lines.append(f"{'PROFILE REFUSED' if run.profile_refused else 'TARGET UNREACHABLE'}: {run.unreachable}")
+    if run.not_engram:
+        lines.append(f"NOT AN ENGRAM MEMORY SERVER: {run.not_engram}")
+    lines.extend(f"era {era} not spoken by the target ({why}): its checks are SKIPPED"
+                 for era, why in run.unsupported_eras.items())
     return lines
 
 
@@ -394,6 +418,7 @@ def badge(run: Run) -> dict[str, Any]:
     level = level_of(run)
     message, color = {0: ("conformant", "brightgreen"), 1: ("not conformant", "red"),
                       3: ("not judged", "lightgrey"), 4: ("stale baseline", "orange"),
+                      6: ("not an Engram memory server", "red"),
                       5: ("partial run" if run.selected else "incomplete", "yellow")}[code]
     if code == 0 and any(r.status is Status.XFAIL for r in run.results):
         message, color = "baseline failures", "orange"
@@ -416,6 +441,7 @@ def markdown_report(run: Run, verdicts: dict[str, dict[str, Any]], code: int) ->
     else:
         title = {1: "Conformance report (not conformant)", 3: "Conformance report (not judged)",
                  4: "Conformance report (stale baseline)", 5: "Conformance report (incomplete) — not a certificate",
+                 6: "Conformance report (not an Engram memory server)",
                  0: "Conformance report (failures expected by the baseline) — not a certificate"}[code]
     scored = {rid: v for rid, v in verdicts.items() if v["scored"]}
     pins = {rid: v for rid, v in verdicts.items() if v["source"] == "profile" and not v["scored"]}

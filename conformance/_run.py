@@ -50,6 +50,7 @@ from engram_mcp.conformance._raw import RawSession
 from engram_mcp.conformance._tracker import Tracker
 
 EXIT_CONFORMANT, EXIT_MUST_FAILED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_STALE, EXIT_INCOMPLETE = 0, 1, 2, 3, 4, 5
+EXIT_NOT_ENGRAM = 6  # the target answers MCP but offers none of the six Engram memory tools
 DISTRIBUTION = "engram-memory-mcp"
 # The transport names the MCP specification uses, per kind of target.
 TRANSPORTS = {"stdio": "stdio", "http": "streamable-http"}
@@ -179,6 +180,7 @@ class Run:
     unsupported_eras: dict[str, str] = field(default_factory=dict)  # era -> why the target refused it
     notes: list[str] = field(default_factory=list)  # what the preflight learned that the verdict alone does not say
     profile_refused: bool = False  # the target refuses every binding of the profile: nothing was judged
+    not_engram: str | None = None  # why the target is no Engram memory server at all (none of the six tools)
     results: list[Result] = field(default_factory=list)
     raw_sessions: dict[str, RawSession] = field(default_factory=dict)
     _raw_lock: threading.Lock = field(default_factory=threading.Lock)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import secrets
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,13 @@ def _version_line() -> str:
     return f"engram-reference {installed} (contract {CONTRACT_VERSION})"
 
 
+def _next_step(directory: Path) -> str:
+    config, profile = (directory / "server.toml").resolve(), (directory / "conformance-profile.toml").resolve()
+    return ("next: certify the server this configuration serves with\n"
+            f"  conformance --target {shlex.quote(f'stdio:engram-reference serve --config {shlex.quote(str(config))}')}"
+            f" --profile {shlex.quote(str(profile))}")
+
+
 def _address(text: str) -> tuple[str, int]:
     host, _, port = text.rpartition(":")
     if not host or not port.isdigit() or not 0 < int(port) <= 65_535:
@@ -80,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
             written = write_configuration(args.directory, seed=secrets.token_hex(4), store_url=args.store)
             for path in written:
                 print(path)
+            sys.stdout.flush()
+            print(_next_step(args.directory), file=sys.stderr)  # stdout stays the list of files written
             return EXIT_OK
         config = load_config(args.config)
         if args.command == "verify":

@@ -299,8 +299,10 @@ def load_config(path: Path) -> ServerConfig:
     path = Path(path).resolve()
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"cannot read the configuration ({type(exc).__name__})") from None
+    except OSError as exc:  # the operator's own file: naming it is what lets them fix it
+        raise ConfigError(f"cannot read the configuration {path}: {exc.strerror or type(exc).__name__}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"the configuration {path} is not valid TOML: {exc}") from None
     base = path.parent
     server = _require(data, "server", dict, "file")
     keys = {kid: _host_key(kid, entry, base) for kid, entry in _require(data, "host_keys", dict, "file").items()}

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 import uvicorn
@@ -21,7 +24,37 @@ MCP_PATH = "/mcp"
 
 
 def serve_stdio(config: ServerConfig) -> None:
-    run_stdio(ReferenceServer(config))
+    reference = ReferenceServer(config)
+    _announce(f"serving MCP over stdio, {store_label(config)}")  # stderr: stdout carries MCP messages only
+    run_stdio(reference)
+
+
+def store_label(config: ServerConfig) -> str:
+    """Which store a server opened, for its operator: a PostgreSQL URL without its credentials or options."""
+    url = config.store_url or ""
+    if url.startswith(("postgresql://", "postgres://")):
+        parts = urlsplit(url)
+        where = f"{parts.hostname or 'localhost'}{f':{parts.port}' if parts.port else ''}{parts.path}"
+        return f"store: PostgreSQL at {where}"
+    return f"store: SQLite file {config.store}"
+
+
+def _announce(line: str) -> None:
+    print(f"engram-reference: {line}", file=sys.stderr, flush=True)
+
+
+class _AnnouncingServer(uvicorn.Server):
+    """Says where it listens once the socket is bound (not before: a taken port must not read as served)."""
+
+    def __init__(self, config: uvicorn.Config, line: Callable[[int], str]) -> None:
+        super().__init__(config)
+        self._line = line
+
+    async def startup(self, sockets: Any = None) -> None:
+        await super().startup(sockets)
+        if self.started:  # the port bound, which is not the one asked for when that was 0
+            bound = [s.getsockname()[1] for server in self.servers for s in server.sockets]
+            _announce(self._line(bound[0] if bound else self.config.port))
 
 
 def run_stdio(reference: ReferenceServer) -> None:
@@ -83,7 +116,8 @@ def serve_http(config: ServerConfig, host: str, port: int) -> None:
                               per_source=limits.http_unauthenticated_per_source,
                               expected=authorization(config.http_bearer_token))
     try:
-        server = uvicorn.Server(uvicorn.Config(
+        shown = f"[{host}]" if ":" in host else host
+        server = _AnnouncingServer(uvicorn.Config(
             http_app(reference, host, port), host=host, port=port, log_level="warning", lifespan="on",
             # h11 pinned (not "auto"), since the deadlines live in its protocol class.
             http=deadline_protocol(limits.http_header_timeout_seconds, limits.http_body_timeout_seconds,
@@ -91,7 +125,8 @@ def serve_http(config: ServerConfig, host: str, port: int) -> None:
             # Unauthenticated connections hold at most their own budget, so authenticated ones always have
             # http_max_connections places.
             limit_concurrency=limits.http_max_connections + limits.http_unauthenticated_connections,
-        ))
+        ), lambda bound: f"listening on http://{shown}:{bound}{MCP_PATH} (streamable HTTP, bearer token required), "
+                         f"{store_label(config)}")
         server.run()
     finally:
         reference.close()

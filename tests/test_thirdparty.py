@@ -210,8 +210,9 @@ class HarnessRun:
         return {r["check"] for r in self.checks if r["status"] == "FAIL"}
 
 
-def _harness(target: str, profile: Path, report_dir: Path, timeout: float, *options: str) -> HarnessRun:
-    command = [*CONFORMANCE, "--target", target, "--profile", str(profile), "--report-dir", str(report_dir), *options]
+def _harness(target: str, profile: Path | None, report_dir: Path, timeout: float, *options: str) -> HarnessRun:
+    given = ["--profile", str(profile)] if profile is not None else []
+    command = [*CONFORMANCE, "--target", target, *given, "--report-dir", str(report_dir), *options]
     code, stdout, stderr, elapsed = _run(command, timeout=timeout)
     report = report_dir / "report.jsonl"
     assert report.exists(), f"no report.jsonl (exit {code}); stderr: {stderr[-2000:]}"
@@ -247,16 +248,17 @@ def run_of(reference_dir: ReferenceDir, tmp_path_factory: pytest.TempPathFactory
     return run
 
 
-def _assert_clean_verdict(run: HarnessRun) -> None:
-    """Exit 1 with the summary a user reads, no traceback, no harness error, and no hang."""
+def _assert_clean_verdict(run: HarnessRun, code: int = 1,
+                          verdict: str = "VERDICT: not conformant (a MUST failed)") -> None:
+    """The exit code and the summary a user reads, no traceback, no harness error, and no hang."""
     output = run.stdout + run.stderr
-    assert run.code == 1, f"{run.target}: exit {run.code}, not 1 (a MUST failed)\n{output[-3000:]}"
+    assert run.code == code, f"{run.target}: exit {run.code}, not {code} ({verdict})\n{output[-3000:]}"
     assert TRACEBACK not in output, f"{run.target}: a Python traceback was printed\n{output[-3000:]}"
-    assert "VERDICT: not conformant (a MUST failed)" in run.stdout
+    assert verdict in run.stdout, run.stdout[-3000:]
     assert re.search(r"^checks: .*FAIL \d+", run.stdout, re.M), "the summary has no checks line"
     assert re.search(r"^MUST requirements: \d+ passed, \d+ failed", run.stdout, re.M)
     assert re.search(r"^  FAIL EMC-", run.stdout, re.M), "the summary names no failed requirement"
-    assert run.footer["exit_code"] == 1
+    assert run.footer["exit_code"] == code
     errors = [(r["check"], r["message"]) for r in run.checks if r["status"] == "ERROR"]
     assert not errors, f"harness errors against {run.target}: {errors[:5]}"
     silent = [(r["check"], r["era"]) for r in run.checks if r["status"] in ("SKIP", "BLOCKED") and not r["message"]]
@@ -293,7 +295,14 @@ OTHER_REASONS = re.compile(r"exists only in the 2026-07-28 era|has no argument t
 @pytest.mark.parametrize("name", ["server-memory", "server-everything"])
 def test_a_published_server_is_judged_cleanly(run_of: Any, name: str) -> None:
     run = run_of(name)
-    _assert_clean_verdict(run)
+    # Not an Engram memory server: its own verdict and exit code, said before any count, and no list of
+    # "not exercised" reasons that would each only repeat that the six tools are missing.
+    _assert_clean_verdict(run, 6, "VERDICT: not an Engram memory server (it offers none of the six tools)")
+    lines = run.stdout.splitlines()
+    said = next(i for i, line in enumerate(lines) if line.startswith("NOT AN ENGRAM MEMORY SERVER: "))
+    assert "none of the six Engram memory tools" in lines[said]
+    assert said < next(i for i, line in enumerate(lines) if line.startswith("checks: ")), "said first"
+    assert not any(line.startswith("not exercised (scored MUSTs)") for line in lines), run.stdout[-3000:]
     # The modern era: these servers refuse server/discover, so its checks are SKIPPED with that reason.
     assert "server/discover" in run.header["unsupported_eras"].get("modern", ""), run.header["unsupported_eras"]
     assert "era modern not spoken by the target" in run.stdout
@@ -316,6 +325,23 @@ def test_a_published_server_is_judged_cleanly(run_of: Any, name: str) -> None:
     assert named == set(TOOLS), f"the skip reasons name {sorted(named)}, not every contract tool"
     untrusted = run.results("binding.untrusted-call", "legacy")
     assert untrusted and all(r["status"] == "SKIP" and "engram_memory_search" in r["message"] for r in untrusted)
+
+
+@needs_node
+def test_server_memory_without_a_profile_is_told_apart_from_an_incomplete_run(tmp_path: Path) -> None:
+    """Without a profile a target with no memory tool was once exit 5 among ~45 reasons, as if the profile lacked
+    a scope: it is its own verdict, said first, and no "give the profile …" hint pretends a profile would help."""
+    command = ["env", f"MEMORY_FILE_PATH={tmp_path / 'memory.jsonl'}", "node",
+               str(SCOPED / "server-memory" / "dist" / "index.js")]
+    run = _harness("stdio:" + shlex.join(command), None, tmp_path / "report", HARNESS_TIMEOUT["server-memory"])
+    output = run.stdout + run.stderr
+    assert run.code == 6 and run.footer["exit_code"] == 6, output[-3000:]
+    lines = run.stdout.splitlines()
+    said = next(i for i, line in enumerate(lines) if line.startswith("NOT AN ENGRAM MEMORY SERVER: "))
+    assert said < next(i for i, line in enumerate(lines) if line.startswith("checks: ")), "said first"
+    assert "VERDICT: not an Engram memory server" in lines[-1]
+    assert "a host profile (--profile FILE) unlocks" not in output
+    assert not any(line.startswith("not exercised (scored MUSTs)") for line in lines), output[-3000:]
 
 
 # -- the naive MCPServer: the contract's tools, none of its rules ------------------------

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -134,3 +136,56 @@ def test_a_baseline_entry_naming_no_check_is_a_usage_error(tmp_path: Path) -> No
 def test_explain_suggests_the_closest_id(typed: str, suggested: str) -> None:
     ran = run([*CONFORMANCE, "explain", typed])
     assert ran.returncode == 2 and "did you mean" in ran.stderr and suggested in ran.stderr, ran.stderr
+
+
+def test_a_reader_that_stops_early_gets_no_traceback() -> None:
+    """`conformance list | head -1`: the pipe closes after one line; the command ends as SIGPIPE would end it."""
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 4096)  # smaller than the listing, so its writer must meet the close
+    lister = subprocess.Popen([*CONFORMANCE, "list"], stdout=write_end, stderr=subprocess.PIPE)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as reader:
+        assert reader.readline().startswith(b"requirement")
+    assert lister.stderr is not None
+    errors = lister.stderr.read().decode()
+    assert lister.wait(timeout=60) == 141, errors
+    assert "Traceback" not in errors and "BrokenPipe" not in errors, errors
+
+
+def test_explain_gives_our_statement_and_labels_the_contracts_own_words() -> None:
+    explained = run([*CONFORMANCE, "explain", "EMC-IDEM-005"])
+    assert explained.returncode == 0, explained.stderr
+    lines = explained.stdout.splitlines()
+    assert "duplicate_exact" in lines[1] and "«" not in lines[1], "the second line is the statement in English"
+    source = next(line for line in lines if line.strip().startswith("source:"))
+    assert "«" not in source, f"the source line quotes the contract unlabelled: {source}"
+    quoted = [line for line in lines if "«" in line]
+    assert quoted and all("Spanish original" in line for line in quoted), quoted
+
+
+def test_an_unreachable_run_says_nothing_ran_instead_of_counting_gaps(tmp_path: Path) -> None:
+    ran = run([*CONFORMANCE, "--target", f"stdio:{tmp_path / 'no-such-server'}"], timeout=120)
+    assert ran.returncode == 3, ran.stdout + ran.stderr
+    lines = (ran.stdout + ran.stderr).splitlines()
+    assert "checks: none ran, the target was not reached" in lines
+    assert any(line.startswith("MUST requirements: none judged (") for line in lines), lines
+    assert not any("not exercised" in line for line in lines), "an unreached target has no gaps, only no judgement"
+    unreachable = next(line for line in lines if line.startswith("TARGET UNREACHABLE"))
+    assert unreachable.endswith("[legacy and modern eras]"), unreachable
+
+
+@pytest.mark.parametrize(("text", "limit"), [
+    ("the profile names no other workspace where the scope could be tried", 30),
+    ("one " * 80, 240), ("x" * 300, 240), ("short enough", 240),
+])
+def test_a_clipped_reason_never_cuts_a_word(text: str, limit: int) -> None:
+    from engram_mcp.conformance._report import clipped
+
+    shown = clipped(text, limit)
+    assert len(shown) <= limit
+    if shown == text:
+        return
+    assert shown.endswith("…")
+    kept = shown.removesuffix("…").split()
+    words = text.split()
+    assert kept == words[:len(kept)] or len(words) == 1, f"a word was cut: {shown!r}"

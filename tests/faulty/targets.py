@@ -1156,6 +1156,13 @@ def _value_of(envelope: dict[str, Any]) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _text_at(arguments: Any, name: str) -> str | None:
+    """A string argument, or None: a schema-mutation case may send a list or an object where a key belongs, and a
+    fault must not turn that into a crash the harness would read as a second defect."""
+    value = arguments.get(name) if isinstance(arguments, dict) else None
+    return value if isinstance(value, str) else None
+
+
 def _code_of(envelope: dict[str, Any]) -> Any:
     failure = envelope.get("error") if envelope.get("ok") is False else None
     return failure.get("code") if isinstance(failure, dict) else None
@@ -1171,18 +1178,20 @@ def withdraw_frees_capture_key(server: FaultyServer) -> None:
 
     async def intercept(ctx: ServerRequestContext, params: types.CallToolRequestParams) -> Any:
         arguments = params.arguments
-        if params.name == CAPTURE and isinstance(arguments, dict) and arguments.get("idempotency_key") in freed:
-            arguments["idempotency_key"] = f"{arguments['idempotency_key']}-{secrets.token_hex(4)}"  # runs as fresh
+        key = _text_at(arguments, "idempotency_key")
+        if params.name == CAPTURE and isinstance(arguments, dict) and key in freed:
+            arguments["idempotency_key"] = f"{key}-{secrets.token_hex(4)}"  # runs as fresh
         return None
 
     def rewrite(ctx: ServerRequestContext, params: types.CallToolRequestParams,
                 envelope: dict[str, Any]) -> dict[str, Any]:
         arguments = params.arguments or {}
         value = _value_of(envelope)
-        if params.name == CAPTURE and isinstance(value.get("candidate_id"), str):
-            captured.setdefault(value["candidate_id"], str(arguments.get("idempotency_key")))
-        if params.name == WITHDRAW and value and arguments.get("candidate_id") in captured:
-            freed.add(captured[arguments["candidate_id"]])
+        key, withdrawn = _text_at(arguments, "idempotency_key"), _text_at(arguments, "candidate_id")
+        if params.name == CAPTURE and isinstance(value.get("candidate_id"), str) and key is not None:
+            captured.setdefault(value["candidate_id"], key)
+        if params.name == WITHDRAW and value and withdrawn in captured:
+            freed.add(captured[withdrawn])
         return envelope
 
     server.intercept = intercept
@@ -1200,8 +1209,8 @@ def retry_other_reason_replays(server: FaultyServer) -> None:
         if params.name not in (WITHDRAW, FORGET):
             return envelope
         arguments = params.arguments or {}
-        held = (params.name, arguments.get("idempotency_key"))
-        target = arguments.get("record_id") or arguments.get("candidate_id")
+        held = (params.name, _text_at(arguments, "idempotency_key"))
+        target = _text_at(arguments, "record_id") or _text_at(arguments, "candidate_id")
         if _value_of(envelope):
             first.setdefault(held, (target, copy.deepcopy(envelope)))
         elif _code_of(envelope) == "DIGEST_CONFLICT" and held in first and first[held][0] == target:

@@ -1,0 +1,86 @@
+"""What engram-reference tells its operator: the next step after init, where serve listens and on which store,
+and which file a bad --config names."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx2
+
+from engram_mcp.reference._config import load_config
+from engram_mcp.reference._serve import store_label
+from tests.reference.conftest import ENGRAM, free_port, stop
+
+
+def test_init_prints_the_files_on_stdout_and_the_certifying_command_on_stderr(tmp_path: Path) -> None:
+    done = subprocess.run([*ENGRAM, "init", str(tmp_path / "engram")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    written = [Path(line) for line in done.stdout.splitlines()]
+    assert written and all(path.exists() for path in written), "stdout must stay the list of files written"
+    command = done.stderr.strip().splitlines()[-1]
+    words = shlex.split(command)
+    assert words[0] == "conformance", f"init's last line is no conformance command: {command!r}"
+    target = words[words.index("--target") + 1]
+    assert target.startswith("stdio:engram-reference serve --config "), target
+    config = Path(shlex.split(target.removeprefix("stdio:"))[-1])
+    assert config == (tmp_path / "engram" / "server.toml").resolve()
+    assert Path(words[words.index("--profile") + 1]).exists()
+
+
+def test_a_missing_configuration_is_named_without_a_traceback(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.toml"
+    done = subprocess.run([*ENGRAM, "serve", "--config", str(missing)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert str(missing) in done.stderr and "No such file" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_configuration_that_is_not_toml_is_named(tmp_path: Path) -> None:
+    broken = tmp_path / "server.toml"
+    broken.write_text("[server\n", encoding="utf-8")
+    done = subprocess.run([*ENGRAM, "serve", "--config", str(broken)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and f"{broken} is not valid TOML" in done.stderr, done.stderr
+
+
+def test_serve_over_http_says_where_it_listens_once_it_does(make_reference_dir: Any) -> None:
+    ref = make_reference_dir()
+    port = free_port()
+    log = ref.path / "announce.log"
+    with open(log, "wb") as errlog:
+        process = subprocess.Popen([*ENGRAM, "serve", "--config", str(ref.config), "--http", f"127.0.0.1:{port}"],
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errlog)
+    try:
+        deadline = time.monotonic() + 30
+        while "listening on" not in log.read_text(encoding="utf-8"):
+            assert process.poll() is None, f"the server exited with {process.returncode}: {log.read_text()}"
+            assert time.monotonic() < deadline, "the server never said where it listens"
+            time.sleep(0.05)
+        line = log.read_text(encoding="utf-8")
+        url = f"http://127.0.0.1:{port}/mcp"
+        assert url in line and "store: SQLite file" in line, line
+        # Announced only once bound: the URL it names answers at once (401: up, and guarded).
+        assert httpx2.post(url, json={}, timeout=5).status_code == 401
+    finally:
+        stop(process)
+
+
+def test_serve_over_stdio_names_its_store_on_stderr_only(make_reference_dir: Any) -> None:
+    ref = make_reference_dir()
+    done = subprocess.run([*ENGRAM, "serve", "--config", str(ref.config)], input="", capture_output=True,
+                          text=True, timeout=60)
+    assert done.stdout == "", "stdout carries MCP messages only"
+    assert "serving MCP over stdio, store: SQLite file" in done.stderr, done.stderr
+
+
+def test_a_postgresql_store_is_named_without_its_credentials(tmp_path: Path) -> None:
+    url = "postgresql://engram:s3cret-word@db.internal:6543/memories?sslmode=require"
+    done = subprocess.run([*ENGRAM, "init", str(tmp_path / "engram"), "--store", url], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    label = store_label(load_config(tmp_path / "engram" / "server.toml"))
+    assert label == "store: PostgreSQL at db.internal:6543/memories", label
+    assert "s3cret" not in label and "engram:" not in label
