@@ -166,8 +166,9 @@ def _check_report(attested: Attested, digest: str, report: Path) -> None:
     attested.report = report
 
 
-def verify(attestation: Path, verifier: Verifier, report: Path | None = None) -> Attested:
-    """Check the signature, the statement and (given, or found beside the file) the report's digest.
+def verify(attestation: Path, verifier: Verifier, report: Path | None = None, *, look_beside: bool = True) -> Attested:
+    """Check the signature, the statement and (given, or found beside the file unless ``look_beside`` is off)
+    the report's digest.
 
     In a bundle of several envelopes signed by the key, the one whose subject is the
     report is chosen; without a report the first is returned with ``report`` None, and
@@ -177,7 +178,7 @@ def verify(attestation: Path, verifier: Verifier, report: Path | None = None) ->
         text = attestation.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         raise UnreadableInput(f"cannot read {attestation} (a UTF-8 text file is expected)") from None
-    if report is None and (attestation.parent / REPORT_FILE).is_file():
+    if report is None and look_beside and (attestation.parent / REPORT_FILE).is_file():
         report = attestation.parent / REPORT_FILE
     actual = _report_digest(report) if report is not None else None
     failures: list[str] = []

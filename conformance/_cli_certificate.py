@@ -85,7 +85,7 @@ def verify_certificate(argv: list[str]) -> int:
         parser.error("--no-report and --report exclude each other")
     attested: Attested | None = None
     try:
-        attested = verify(args.file, verifier, args.report)
+        attested = verify(args.file, verifier, args.report, look_beside=not args.no_report)
         if attested.report is None and not args.no_report:
             # The signature alone says nothing about which report it attests: never a pass by default.
             raise CertificateError(f"no report was checked: none beside {args.file}; give --report FILE "

@@ -74,6 +74,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="executions a failed exploration may spend shrinking its counterexample (0: none)")
 
 
+NEEDS_TARGET = ("the Engram conformance suite judges a target: give --target (stdio:COMMAND or an http(s) URL) and, "
+                "for every check that needs a host identity, --profile FILE (or run `conformance --target …`)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Idle means idle: another project's tests are left alone, but the suite collected without a target is a
+    usage error, said once, not one missing-fixture error per check."""
+    if not config.getoption("--target") and any(item.get_closest_marker("engram_check") for item in items):
+        raise pytest.UsageError(NEEDS_TARGET)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "engram_check(id, requirements): a conformance check")

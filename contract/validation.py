@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -273,9 +275,31 @@ class ArgumentOracle:
         missing = {r.id for r in self.contract.rules.values() if r.mechanism == "check"} - set(_CHECKS)
         if missing:
             raise RuntimeError(f"rules without an implementation: {sorted(missing)}")
+        self._recent: OrderedDict[tuple[str, str], Verdict] = OrderedDict()
+        self._recent_lock = threading.Lock()
 
     def verdict(self, tool: str, arguments: Any, *, now: datetime | None = None) -> Verdict:
-        """Judge a tool's arguments. ``now`` is the capture time; without it, clock rules are skipped."""
+        """Judge a tool's arguments. ``now`` is the capture time; without it, clock rules are skipped.
+
+        A verdict without the clock is a pure function of the arguments, and one call is often judged twice (by a
+        check and by the model of the run, or a retry by the server): the recent small ones are remembered, keyed
+        by their exact JSON text (key order kept, so even the order of the violations is the same)."""
+        key = _memo_key(tool, arguments) if now is None else None
+        if key is not None:
+            with self._recent_lock:
+                known = self._recent.get(key)
+                if known is not None:
+                    self._recent.move_to_end(key)
+                    return known
+        judged = self._judge(tool, arguments, now)
+        if key is not None:
+            with self._recent_lock:
+                self._recent[key] = judged
+                if len(self._recent) > MEMO_ENTRIES:
+                    self._recent.popitem(last=False)
+        return judged
+
+    def _judge(self, tool: str, arguments: Any, now: datetime | None) -> Verdict:
         rules = self.contract.rules
         found: list[Violation] = []
         # Unencodable text and oversize bodies are judged first: later layers assume neither.
@@ -316,6 +340,18 @@ class ArgumentOracle:
         codes = {v.code for v in unique}
         code = next((c for c in self.contract.code_precedence if c in codes), None)
         return Verdict(unique, code)
+
+
+MEMO_ENTRIES, MEMO_MAX_CHARS = 4096, 8192  # at most ~32 MiB of keys, and big arguments are judged afresh
+
+
+def _memo_key(tool: str, arguments: Any) -> tuple[str, str] | None:
+    try:
+        # ensure_ascii off: escaped, a lone surrogate pair and the character it spells would be one key
+        text = json.dumps(arguments, ensure_ascii=False, allow_nan=True)
+    except (TypeError, ValueError, RecursionError):  # not JSON data (or too deep to write): judged afresh
+        return None
+    return (tool, text) if len(text) <= MEMO_MAX_CHARS else None
 
 
 def _leaves(error: ValidationError) -> Iterator[ValidationError]:

@@ -22,7 +22,8 @@ MEASURES = ("calls", "search", "broad", "forget", "isolation", "ingest", "race",
 FIGURES = ("p50_ms", "per_second", "seconds", "rss_kb", "effects_min")
 
 # A first run builds its stores through the engine; on a loaded machine that takes minutes.
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
+# The benchmark's own smoke run: a figure printer, left out of CI's time budget with the other longest runs.
+pytestmark = [pytest.mark.extended, pytest.mark.timeout(1800)]
 
 
 def numeric(value: object) -> bool:

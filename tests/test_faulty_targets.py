@@ -116,14 +116,17 @@ def test_the_harness_catches_the_variant(runs: dict[str, Any], name: str) -> Non
 SEQUENCE_ONLY = [name for name, item in targets.VARIANTS.items() if item.sequence_only]
 
 
+UNEXPLORED_WORKERS = 2  # full runs: two side by side keep both cores busy; more could time out calls (read as a catch)
+
+
 @pytest.fixture(scope="module")
 def unexplored(template: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Every sequence-only variant under every fixed check, exploration turned off (--explore 0), run once each.
-    One at a time: full runs side by side on a small machine can time out calls, which would read as a catch."""
-    return {name: targets.run_without_exploration(targets.VARIANTS[name], template,
-                                                  tmp_path_factory.mktemp(f"unexplored-{name}"),
-                                                  timeout=RUN_TIMEOUT * 2)
-            for name in SEQUENCE_ONLY}
+    """Every sequence-only variant under every fixed check, exploration turned off (--explore 0), run once each."""
+    with ThreadPoolExecutor(max_workers=UNEXPLORED_WORKERS) as pool:
+        pending = {name: pool.submit(targets.run_without_exploration, targets.VARIANTS[name], template,
+                                     tmp_path_factory.mktemp(f"unexplored-{name}"), timeout=RUN_TIMEOUT * 2)
+                   for name in SEQUENCE_ONLY}
+        return {name: future.result() for name, future in pending.items()}
 
 
 @pytest.mark.parametrize("name", SEQUENCE_ONLY)

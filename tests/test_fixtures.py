@@ -393,3 +393,25 @@ def test_nfd_and_nfc_inputs_share_a_digest() -> None:
         if not is_nfc(a) and is_nfc(b) and a["function"] == b["function"] and a["expected"] == b["expected"]
     }
     assert paired >= {"payload_digest", "candidate_id"}
+
+
+def test_a_remembered_verdict_is_the_verdict_judged_afresh() -> None:
+    """The oracle remembers recent clock-free verdicts: every fixture case, judged twice by one oracle, gets the
+    same verdict a new oracle gives, and the second time is the remembered one."""
+    remembering = ArgumentOracle()
+    for tool, case in CASES:
+        first = remembering.verdict(tool, case["arguments"])
+        again = remembering.verdict(tool, case["arguments"])
+        assert again is first or len(json.dumps(case["arguments"])) > 8192, case["description"]
+        assert again == ArgumentOracle().verdict(tool, case["arguments"]), case["description"]
+
+
+def test_a_lone_surrogate_pair_is_not_remembered_as_the_character_it_spells(oracle: ArgumentOracle) -> None:
+    tool, case = next((t, c) for t, c in CASES if oracle.verdict(t, c["arguments"]).valid
+                      and any(isinstance(v, str) for v in c["arguments"].values()))
+    field = next(k for k, v in case["arguments"].items() if isinstance(v, str))
+    astral = {**case["arguments"], field: "\U0001F600"}
+    spelt = {**case["arguments"], field: "\ud83d\ude00"}  # two code points that are no Unicode scalars
+    judged = [oracle.verdict(tool, astral), oracle.verdict(tool, spelt)]
+    assert "unicode_scalars" in {v.rule for v in judged[1].violations}
+    assert "unicode_scalars" not in {v.rule for v in judged[0].violations}

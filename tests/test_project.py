@@ -104,3 +104,18 @@ def test_no_top_level_reference_or_conformance_module_is_installed() -> None:
             timeout=60,
         )
         assert result.returncode == 0, name
+
+
+def test_the_readme_names_what_the_extended_runs_are() -> None:
+    """`pytest -m extended` (the longest runs, outside CI's budget) collects what the README lists, and no run of
+    the default or the slow selection."""
+    listed = subprocess.run([sys.executable, "-m", "pytest", "-m", "extended", "--collect-only", "-q", "-p",
+                             "no:cacheprovider"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert listed.returncode == 0, listed.stdout[-2000:] + listed.stderr[-2000:]
+    ids = [line for line in listed.stdout.splitlines() if "::" in line]
+    files = {line.split("::")[0] for line in ids}
+    assert files == {"tests/test_bench.py", "tests/conformance/test_explore_runs.py",
+                     "tests/conformance/test_harness_e2e.py"}, files
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "`.venv/bin/pytest -m extended`" in readme
+    assert sum("test_harness_e2e.py" in line for line in ids) == 2 and "two more full certifications" in readme

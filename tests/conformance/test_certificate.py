@@ -333,6 +333,11 @@ def test_verify_certificate_prints_what_it_attests(signed: tuple[Path, Path, Pat
     assert "level: contract; eras: legacy, modern" in out and "seed: 7" in out
     assert "VERDICT: conformant to contract 1.0.0 at the contract level (exit code 0)" in out
     assert out.rstrip().endswith("VERIFIED: a certificate of conformance")
+    # --no-report means no report, even one lying beside the attestation: never VERIFIED
+    assert main(["verify-certificate", str(attestation), "--key", str(public), "--no-report"]) == 0
+    beside = capsys.readouterr().out
+    assert "NOT CHECKED" in beside and f"matches {report}" not in beside
+    assert not beside.rstrip().endswith("VERIFIED: a certificate of conformance"), beside
     report.unlink()  # without the report, the subject is not checked, and the output says so
     assert main(["verify-certificate", str(attestation), "--key", str(public), "--no-report"]) == 0
     assert "NOT CHECKED" in capsys.readouterr().out

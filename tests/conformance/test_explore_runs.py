@@ -1,5 +1,5 @@
 """Exploration against real targets: the README's commands as written, long runs on both stores, and a
-differential run SQLite against PostgreSQL (the long ones marked slow)."""
+differential run SQLite against PostgreSQL (the long ones marked extended: `pytest -m extended`)."""
 
 from __future__ import annotations
 
@@ -132,7 +132,7 @@ def postgres_store() -> Iterator[str]:
         yield url
 
 
-@pytest.mark.slow
+@pytest.mark.extended
 @pytest.mark.parametrize("store", ["sqlite", "postgresql"])
 def test_a_long_exploration_of_the_reference_finds_nothing(tmp_path: Path, init: Path, store: str,
                                                           request: pytest.FixtureRequest) -> None:
@@ -149,7 +149,7 @@ def test_a_long_exploration_of_the_reference_finds_nothing(tmp_path: Path, init:
     assert all(r["evidence"]["explored"]["calls"] == 1500 for r in results.values())
 
 
-@pytest.mark.slow
+@pytest.mark.extended
 def test_sqlite_and_postgresql_stores_do_not_diverge(tmp_path: Path, init: Path, postgres_store: str) -> None:
     sqlite, postgres = _copy(init, tmp_path / "sqlite"), _copy(init, tmp_path / "postgres", postgres_store)
     done = subprocess.run([str(BIN / "conformance"), "diff", "--target", _serve(sqlite), "--target", _serve(postgres),

@@ -285,3 +285,20 @@ def test_a_failing_checks_offending_results_reach_every_report(configuration: Pa
     from html import unescape
 
     assert all(problem in unescape(shown) for problem in offending)
+
+
+def test_the_suite_collected_without_a_target_is_one_usage_error(tmp_path: Path) -> None:
+    ran = subprocess.run([sys.executable, "-m", "pytest", "--pyargs", "engram_mcp.conformance.suite", "-q",
+                          "-p", PUBLIC, "-p", "no:cacheprovider"], capture_output=True, text=True, timeout=120,
+                         cwd=tmp_path)
+    output = ran.stdout + ran.stderr
+    assert ran.returncode == pytest.ExitCode.USAGE_ERROR, output[-2000:]
+    assert output.count("give --target") == 1, output[-2000:]
+    assert "fixture 'world' not found" not in output
+
+
+def test_the_plugin_leaves_another_projects_tests_alone(tmp_path: Path) -> None:
+    (tmp_path / "test_other.py").write_text("def test_other():\n    assert 1 + 1 == 2\n", encoding="utf-8")
+    ran = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", PUBLIC, "-p", "no:cacheprovider",
+                          "test_other.py"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert ran.returncode == 0 and "1 passed" in ran.stdout, ran.stdout + ran.stderr
