@@ -342,7 +342,7 @@ class ArgumentOracle:
         return Verdict(unique, code)
 
 
-MEMO_ENTRIES, MEMO_MAX_CHARS = 4096, 8192  # at most ~32 MiB of keys, and big arguments are judged afresh
+MEMO_ENTRIES, MEMO_MAX_CHARS = 2000, 6000  # at most ~12 M characters of keys; bigger arguments are judged afresh
 
 
 def _memo_key(tool: str, arguments: Any) -> tuple[str, str] | None:

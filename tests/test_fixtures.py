@@ -23,6 +23,7 @@ from jsonschema import Draft202012Validator
 from engram_mcp.contract import ArgumentOracle, binding, load
 from engram_mcp.contract import _canonical as canonical
 from engram_mcp.contract.binding import Binding
+from engram_mcp.contract.validation import MEMO_MAX_CHARS
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTRACT = load()
@@ -402,7 +403,8 @@ def test_a_remembered_verdict_is_the_verdict_judged_afresh() -> None:
     for tool, case in CASES:
         first = remembering.verdict(tool, case["arguments"])
         again = remembering.verdict(tool, case["arguments"])
-        assert again is first or len(json.dumps(case["arguments"])) > 8192, case["description"]
+        assert again is first or len(json.dumps(case["arguments"], ensure_ascii=False)) > MEMO_MAX_CHARS, \
+            case["description"]
         assert again == ArgumentOracle().verdict(tool, case["arguments"]), case["description"]
 
 
