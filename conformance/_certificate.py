@@ -29,16 +29,17 @@ from engram_mcp.conformance._dsse import (
     load_public_key,
     sign_envelope,
 )
-from engram_mcp.conformance._report import (
-    _must,
+from engram_mcp.conformance._errors import ConformanceError
+from engram_mcp.conformance._run import Run
+from engram_mcp.conformance._verdicts import (
     counts,
     exit_code,
+    musts,
     requirement_verdicts,
     spoken_eras,
     tally,
     verdict_line,
 )
-from engram_mcp.conformance._run import Run
 from engram_mcp.contract import load
 
 REPORT_FILE = "report.jsonl"
@@ -49,7 +50,7 @@ PREDICATE_TYPE = "https://engram-mcp.invalid/attestation/conformance-run/v1"
 CONTRACT_NAME = "Engram memory over MCP"
 
 
-class CertificateError(Exception):
+class CertificateError(ConformanceError):
     """The attestation cannot be made, or does not verify; the message says which check failed."""
 
 
@@ -65,7 +66,7 @@ def digest_set(prefixed: str | None) -> dict[str, str] | None:
     return {algorithm: value} if value else None
 
 
-def _utc(moment: datetime | None) -> str | None:
+def utc_stamp(moment: datetime | None) -> str | None:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if moment is not None else None
 
 
@@ -88,13 +89,13 @@ def predicate_of(run: Run) -> dict[str, Any]:
         "seed": run.seed,
         "examples": run.examples,
         "selection": list(run.select),
-        "startedAt": _utc(run.started_at),
-        "finishedAt": _utc(run.finished_at or datetime.now(UTC)),
+        "startedAt": utc_stamp(run.started_at),
+        "finishedAt": utc_stamp(run.finished_at or datetime.now(UTC)),
         "verdict": {
             "conformant": code == 0 and not baselined,
             "exitCode": code,
             "summary": verdict_line(run, code),
-            "scoredMusts": tally(_must(requirement_verdicts(run))),
+            "scoredMusts": tally(musts(requirement_verdicts(run))),
             "checks": counts(run),
         },
     }

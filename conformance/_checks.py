@@ -24,6 +24,7 @@ from typing import Any, NoReturn, TypeVar
 
 import pytest
 
+from engram_mcp.conformance._errors import ConformanceError
 from engram_mcp.contract import load
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -64,7 +65,7 @@ class Blocked(Exception):
     """A prerequisite of the check failed; the reason names it."""
 
 
-class HarnessError(Exception):
+class HarnessError(ConformanceError):
     """The harness itself could not proceed (bad profile, broken environment)."""
 
 

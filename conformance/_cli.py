@@ -8,17 +8,16 @@
     conformance keygen FILE                                   an Ed25519 key pair for --sign-key
     conformance verify-certificate FILE --key PUBLIC          check a signed certificate
     conformance sign REPORT_DIR --key KEY                     sign a finished run's report
+    conformance bearer-bridge --upstream URL --listen HOST:PORT --token-file FILE
+                                                              an HTTP target for clients that cannot send its token
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
-import shlex
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,79 +32,14 @@ from engram_mcp.conformance._certificate import (
 )
 from engram_mcp.conformance._certificate_sign import sign_command
 from engram_mcp.conformance._checks import Status
+from engram_mcp.conformance._cli_bridge import bearer_bridge
 from engram_mcp.conformance._cli_certificate import keygen, verify_certificate
 from engram_mcp.conformance._cli_explore import diff_command, replay_command
+from engram_mcp.conformance._cli_run import judge, run_parser
 from engram_mcp.conformance._findings import blamed
 from engram_mcp.conformance._report import REPORT_FILES
-from engram_mcp.conformance._run import EXIT_UNREACHABLE, EXIT_USAGE, Run, harness_version
-from engram_mcp.conformance.plugin import EXPLORE_DEEP, EXPLORE_DEFAULT
+from engram_mcp.conformance._run import EXIT_UNREACHABLE, EXIT_USAGE, Run
 from engram_mcp.contract import load
-
-EPILOG = """exit codes:
-  0  conformant: every scored MUST of the level was exercised and passed in every era the target speaks
-     (with --expected-failures: no failure beyond the baseline)
-  1  a scored MUST failed
-  2  usage error (among them an id given to --select, --expected-failures or explain that names nothing)
-  3  target unreachable, profile refused, or environment error
-  4  stale baseline: an expected failure now passes
-  5  incomplete: a scored MUST was left SKIP, BLOCKED or not run (every --select run is at best incomplete)
-
-subcommands: 'conformance list', 'conformance explain ID', 'conformance keygen FILE',
-'conformance replay FILE --target T' (exit 1: the counterexample still fails, 0: it no longer does),
-'conformance diff --target A --target B' (exit 1: the first step where their answers diverge),
-'conformance verify-certificate FILE --key PUBLIC [--report report.jsonl]',
-'conformance sign REPORT_DIR --key KEY' (sign after the run, so the target never runs beside the key)."""
-SUITE = Path(__file__).resolve().parent / "suite"
-
-
-def _run_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="conformance", description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
-    parser.add_argument("--target", required=True, help="stdio:CMD, an http(s):// URL, or reference")
-    parser.add_argument("--profile", type=Path, help="the target's host profile (spec/profile.md); without one only "
-                        "the checks that need no host identity run (the reference's is generated)")
-    parser.add_argument("--era", choices=["legacy", "modern", "both"], default="both")
-    parser.add_argument("--select", action="append", default=[], help="check or requirement id prefix (repeatable)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--examples", type=int, default=25, help="generated cases per tool and mode")
-    parser.add_argument("--strict", action="store_true", help="score unverified requirements too")
-    parser.add_argument("--expected-failures", type=Path, help="baseline of check ids expected to fail")
-    parser.add_argument("--report-dir", type=Path, help="where to write the reports")
-    parser.add_argument("--call-timeout", type=float, default=30.0)
-    parser.add_argument("--level", choices=["contract", "profile"], default="contract",
-                        help="contract (default): the contract's requirements plus the wiring the harness needs to act "
-                             "as host; profile: this project's host-profile pins too")
-    parser.add_argument("--deep", action="store_true",
-                        help="also run the checks that wait long (a confirmation TTL over 10 s, expiry windows)")
-    parser.add_argument("--explore", type=int, metavar="N", help="calls per era in generated call sequences "
-                        f"(default {EXPLORE_DEFAULT}, {EXPLORE_DEEP} with --deep; 0 turns exploration off)")
-    parser.add_argument("--explore-trace", type=Path, metavar="FILE",
-                        help="write every explored call and its judgement to this JSON lines file")
-    parser.add_argument("--replica", action="append", default=[], metavar="URL",
-                        help="another HTTP endpoint of the same service: concurrent clients are spread over them")
-    parser.add_argument("--replay", type=Path, help=argparse.SUPPRESS)  # conformance replay FILE sets it
-    parser.add_argument("--explore-shrink", type=int, help=argparse.SUPPRESS)  # conformance diff: 0
-    parser.add_argument("-v", "--verbose", action="store_true", help="one line per check")
-    parser.add_argument("--format", choices=["text", "json"], default="text",
-                        help="json: print only the summary as one JSON object on stdout (the console goes to stderr)")
-    parser.add_argument("--sign-key", type=Path, metavar="KEY",
-                        help=f"Ed25519 private key (PEM): sign the run as an in-toto attestation, "
-                             f"REPORT_DIR/{ATTESTATION_FILE} (needs --report-dir)")
-    parser.add_argument("--version", action="version", version=version_line())
-    return parser
-
-
-def version_line() -> str:
-    return f"conformance {harness_version()} (contract {load().version})"
-
-
-def _reference_target(workdir: Path) -> tuple[str, Path]:
-    """A fresh configuration of the bundled reference server, served over stdio."""
-    from engram_mcp.reference.init import write_configuration
-
-    write_configuration(workdir, seed="demo")
-    command = [sys.executable, "-m", "engram_mcp.reference", "serve", "--config", str(workdir / "server.toml")]
-    return "stdio:" + shlex.join(command), workdir / "conformance-profile.toml"
 
 
 @contextlib.contextmanager
@@ -148,53 +82,8 @@ def summary_json(run: Run | None, code: int, attestation: Path | None) -> dict[s
     }
 
 
-def _pytest_options(args: argparse.Namespace, target: str, profile: Path | None) -> list[str]:
-    """The plugin's options for this run (run_suite adds the pytest plumbing)."""
-    options = [
-        "--target", target, "--era", args.era,
-        "--seed", str(args.seed), "--examples", str(args.examples), "--call-timeout", str(args.call_timeout),
-        "--level", args.level,
-    ]
-    if profile is not None:
-        options += ["--profile", str(profile)]
-    for selected in args.select:
-        options += ["--select", selected]
-    if args.strict:
-        options.append("--score-unverified")
-    if args.deep:
-        options.append("--deep")
-    if args.explore is not None:
-        options += ["--explore", str(args.explore)]
-    if args.explore_trace is not None:
-        options += ["--explore-trace", str(args.explore_trace)]
-    for replica in args.replica:
-        options += ["--replica", replica]
-    if args.replay is not None:
-        options += ["--replay", str(args.replay)]
-    if args.explore_shrink is not None:
-        options += ["--explore-shrink", str(args.explore_shrink)]
-    if args.expected_failures:
-        options += ["--expected-failures", str(args.expected_failures)]
-    if args.report_dir:
-        options += ["--report-dir", str(args.report_dir)]  # junit.xml is one of the run's reports (_junit.py)
-    return options
-
-
-def _judge(args: argparse.Namespace) -> tuple[int, Run | None]:
-    """Run the suite; the exit code the plugin judged, and the run (None when pytest stopped before judging)."""
-    from engram_mcp.conformance.plugin import run_suite
-
-    with tempfile.TemporaryDirectory(prefix="engram-conformance-") as scratch:
-        target, profile = args.target, args.profile
-        if target == "reference":
-            target, generated = _reference_target(Path(scratch) / "reference")
-            profile = profile or generated
-        outcome = run_suite(_pytest_options(args, target, profile), verbose=args.verbose)
-    return outcome.exit_code, outcome.run if outcome.run is not None and outcome.run.exit_code is not None else None
-
-
 def run(argv: list[str]) -> int:
-    parser = _run_parser()
+    parser = run_parser()
     args = parser.parse_args(argv)
     signer = None
     if args.sign_key is not None:
@@ -215,7 +104,7 @@ def run(argv: list[str]) -> int:
                 return EXIT_USAGE
     attestation = None
     with _stdout_to_stderr(args.format == "json"):
-        code, finished = _judge(args)
+        code, finished = judge(args)
         if signer is not None and finished is not None:
             try:
                 attestation = write_attestation(finished, args.report_dir, signer)
@@ -298,6 +187,7 @@ SUBCOMMANDS = {
     "sign": sign_command,
     "replay": replay_command,
     "diff": diff_command,
+    "bearer-bridge": bearer_bridge,
 }
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from engram_mcp.conformance._checks import Status
+from engram_mcp.conformance._cli_run import judge, run_parser
 from engram_mcp.conformance._explore import CounterexampleError, read_counterexample
 from engram_mcp.conformance._run import EXIT_CONFORMANT, EXIT_INCOMPLETE, EXIT_MUST_FAILED, EXIT_UNREACHABLE, EXIT_USAGE
 from engram_mcp.conformance.plugin import EXPLORE_DEFAULT, REPLAY_CHECK
@@ -40,20 +41,18 @@ def _replay_parser() -> argparse.ArgumentParser:
 
 
 def replay_command(argv: list[str]) -> int:
-    from engram_mcp.conformance import _cli
-
     args = _replay_parser().parse_args(argv)
     try:
         counterexample = read_counterexample(args.file)
     except CounterexampleError as problem:
         print(f"conformance replay: {problem}", file=sys.stderr)
         return EXIT_USAGE
-    run_args = _cli._run_parser().parse_args(
+    run_args = run_parser().parse_args(
         ["--target", args.target, "--select", REPLAY_CHECK, "--era", counterexample.era,
          "--call-timeout", str(args.call_timeout), "--replay", str(args.file.resolve()),
          *(["--profile", str(args.profile)] if args.profile else []),
          *(["--report-dir", str(args.report_dir)] if args.report_dir else []), *(["-v"] if args.verbose else [])])
-    _, finished = _cli._judge(run_args)
+    _, finished = judge(run_args)
     results = [r for r in (finished.results if finished else []) if r.check_id == REPLAY_CHECK
                and r.era == counterexample.era]
     if not results:

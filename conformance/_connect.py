@@ -28,6 +28,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from pydantic import TypeAdapter
 
+from engram_mcp.conformance._errors import ConformanceError
 from engram_mcp.conformance._host import Answer, Confirmer
 from engram_mcp.conformance._tracker import HistoryRecorder, Intent, Sent, Tracker, with_intent
 
@@ -38,7 +39,7 @@ STALL_AFTER = 3
 ReplyKind = Literal["result", "input_required", "error", "timeout", "cancelled"]
 
 
-class TargetUnreachable(Exception):
+class TargetUnreachable(ConformanceError):
     """The target could not be started or did not speak MCP; the message says which, plainly."""
 
 

@@ -21,15 +21,15 @@ import os
 import sys
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
 import pytest
 
 from engram_mcp.conformance._checks import Status
-from engram_mcp.conformance._report import summary_lines
 from engram_mcp.conformance._run import Result, Run
+from engram_mcp.conformance._verdicts import summary_lines
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
@@ -92,8 +92,9 @@ class Console:
     """A pytest plugin object: give it to pytest.main(plugins=[...]) to have the run speak in checks."""
 
     def __init__(self, *, verbose: bool = False, quiet: bool = False, stream: IO[str] | None = None,
-                 live: bool | None = None) -> None:
+                 live: bool | None = None, run_of: Callable[[pytest.Config], Run | None] | None = None) -> None:
         self.verbose, self.quiet = verbose, quiet
+        self._run_of = run_of  # where the session keeps its run (the plugin's stash), given by whoever runs it
         self._owned = stream is None
         self.stream = _real_stdout() if stream is None else stream
         self.live = (self.stream.isatty() and not in_ci()) if live is None else live
@@ -140,6 +141,9 @@ class Console:
         self._muted = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - closed with the console
         config.pluginmanager.register(pytest.TerminalReporter(config, self._muted), "terminalreporter")
 
+    def _session_run(self, session: pytest.Session) -> Run | None:
+        return self._run_of(session.config) if self._run_of is not None else None
+
     def pytest_unconfigure(self) -> None:
         self.close()
 
@@ -155,9 +159,7 @@ class Console:
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        from engram_mcp.conformance._plugin import run_of
-
-        self._run = run_of(session.config)
+        self._run = self._session_run(session)
         for item in session.items:
             marker = item.get_closest_marker("engram_check")
             name = str(marker.args[0]).split(".", 1)[0] if marker else "other"
@@ -200,9 +202,7 @@ class Console:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        from engram_mcp.conformance._plugin import run_of
-
-        run = self._run or run_of(session.config)
+        run = self._run or self._session_run(session)
         self._stop_live()
         for part in self.parts.values():  # families cut short (an interrupted run) still get their line
             if not part.reported and not self.live and part.done:

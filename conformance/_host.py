@@ -350,11 +350,3 @@ class NoBinding:
         if forgery != "missing":
             pytest.skip(f"{NEEDS_PROFILE}: a {forgery} binding is forged from the host's key")
         return {}
-
-
-def host_from_profile(profile: Profile) -> tuple[HostBinding, Confirmer]:
-    if not profile.given:
-        return NoBinding(), ElicitationConfirmer()
-    from engram_mcp.conformance.hosts import adapter_for  # the public registry imports this module
-
-    return adapter_for(profile.binding["kind"])(profile)

@@ -16,20 +16,21 @@ from typing import TYPE_CHECKING, Any
 
 from engram_mcp.conformance._checks import SEVERITY, Status
 from engram_mcp.conformance._findings import blamed, catalog, reproduction
-from engram_mcp.conformance._report import (
+from engram_mcp.conformance._verdicts import (
     EXCLUDED,
     FAILED,
     NOT_APPLICABLE,
     NOT_EXERCISED,
     PASSED,
-    _must,
-    _profile_label,
-    _utc,
     counts,
+    grouped_gaps,
     level_of,
+    musts,
+    profile_label,
     redact,
     spoken_eras,
     tally,
+    utc_stamp,
     verdict_line,
 )
 from engram_mcp.contract import load
@@ -153,13 +154,13 @@ def _req_link(rid: str, *, breaks: bool = False) -> str:
 def _banner(run: Run, code: int) -> str:
     eras = ", ".join(spoken_eras(run)) or "none"
     refused = "; ".join(f"{era} refused: {why}" for era, why in run.unsupported_eras.items())
-    started, finished = _utc(run.started_at), _utc(run.finished_at)
+    started, finished = utc_stamp(run.started_at), utc_stamp(run.finished_at)
     facts = [
         ("Contract", f"Engram memory over MCP {load().version} ({load().digest})"),
         ("Level", f"{level_of(run)}" + (" (strict: unverified requirements scored too)" if run.strict else "")),
         ("Eras", eras + (f" — {refused}" if refused else "")),
         ("Transports", ", ".join(run.transports)),
-        ("Profile", _profile_label(run).replace("`", "")),
+        ("Profile", profile_label(run).replace("`", "")),
         ("Target", run.target_identity),
         ("Server", run.server_identity or "did not name itself"),
         ("Date", f"{started}" + (f" to {finished}" if finished else "") + " UTC"),
@@ -207,14 +208,14 @@ def _bar(y: int, label: str, parts: list[tuple[str, str, int]]) -> str:
 
 
 def _chart(run: Run, verdicts: dict[str, dict[str, Any]]) -> str:
-    t = tally(_must(verdicts))
+    t = tally(musts(verdicts))
     checks = counts(run)
     check_parts = [(GROUP[s.value], s.value, checks.get(s.value, 0)) for s in SEVERITY if checks.get(s.value)]
-    musts = [("pass", "passed", t["passed"]), ("fail", "failed", t["failed"]),
+    must_parts = [("pass", "passed", t["passed"]), ("fail", "failed", t["failed"]),
              ("gap", "not exercised", t["not_exercised"]), ("other", "excluded", t["excluded"])]
     return ("<svg role='img' aria-label='summary chart' width='520' height='130' viewBox='0 0 520 130' "
             "xmlns='http://www.w3.org/2000/svg' font-size='12' font-family='sans-serif'>"
-            + _bar(20, f"Scored MUST requirements ({t['total']})", musts)
+            + _bar(20, f"Scored MUST requirements ({t['total']})", must_parts)
             + _bar(82, f"Check results ({sum(checks.values())})", check_parts or [("other", "none", 0)])
             + "</svg>")
 
@@ -274,7 +275,8 @@ def _sections(run: Run, verdicts: dict[str, dict[str, Any]]) -> str:
             group = GROUP.get(v["outcome"], "other")
             links = ", ".join(f"<a class='jump' href='#{_check_anchor(c)}'>{escape(c)}</a>"
                               for c in checks_of.get(rid, [])) or "no check ran"
-            why = "; ".join(f"{g['era']}: {g['reason']} → {g['unlock']}" for g in v["not_exercised"])
+            why = "; ".join(f"{' and '.join(eras)}: {reason} → {unlock}"
+                            for (reason, unlock), eras in _eras_by_reason(v["not_exercised"]).items())
             source = entry["source"] + ("" if v["scored"] else " (not scored)")
             rows.append(
                 f"<tr class='g-{group}' data-group='{group}' id='req-{escape(rid)}'><td class='id'>{escape(rid)}</td>"
@@ -287,6 +289,33 @@ def _sections(run: Run, verdicts: dict[str, dict[str, Any]]) -> str:
                    "<table><tr><th>Requirement</th><th>Text</th><th>Level</th><th>Source</th><th>Outcome</th>"
                    f"<th>Checks</th></tr>{''.join(rows)}</table></details>")
     return "".join(out)
+
+
+def _eras_by_reason(gaps: list[dict[str, Any]]) -> dict[tuple[str, str], list[str]]:
+    """One requirement's not-exercised reasons, each once, with the eras it held in."""
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for gap in gaps:
+        eras = grouped.setdefault((gap["reason"], gap["unlock"]), [])
+        if gap["era"] not in eras:
+            eras.append(gap["era"])
+    return grouped
+
+
+def _not_exercised(run: Run, verdicts: dict[str, dict[str, Any]]) -> str:
+    """The scored MUSTs the run left unjudged, grouped by reason: what stands between this run and a certificate."""
+    if run.unreachable or run.not_engram:
+        return ""
+    groups = grouped_gaps(musts(verdicts))
+    if not groups:
+        return ""
+    items = "".join(
+        f"<li><span class='reason'>{escape(reason)}</span> → <span class='unlock'>{escape(unlock)}</span> "
+        f"<span class='count'>({len(ids)})</span><br><small>"
+        + ", ".join(f"<a class='jump' href='#req-{escape(i.split(' ')[0])}'>{escape(i)}</a>" for i in ids)
+        + "</small></li>" for reason, unlock, ids in groups)
+    total = sum(len(ids) for _, _, ids in groups)
+    return (f"<h2 id='not-exercised'>Not exercised <span class='count'>({total} scored MUSTs, "
+            f"{len(groups)} reason{'s' if len(groups) != 1 else ''})</span></h2><ul class='gaps'>{items}</ul>")
 
 
 def _checks(results: list[Result]) -> str:
@@ -335,6 +364,7 @@ def html_report(run: Run, verdicts: dict[str, dict[str, Any]], code: int) -> str
         + _controls()
         + (f"<h2 id='failures' data-counts='article.finding' data-hide-empty>{escape(_attention_title(attention))} "
            f"<span class='count'>({len(attention)})</span></h2>{findings}" if attention else "")
+        + _not_exercised(run, verdicts)
         + f"<h2 id='requirements'>Requirements by contract section</h2>{_sections(run, verdicts)}"
         + f"<h2 id='checks' data-counts='#checks ~ table tr[data-group]'>Check results "
         f"<span class='count'>({len(run.results)})</span></h2>{_checks(run.results)}"

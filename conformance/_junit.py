@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from engram_mcp.conformance._checks import Status
 from engram_mcp.conformance._findings import area, blamed, catalog, reproduction
-from engram_mcp.conformance._report import identity, redact, summary_lines, verdict_line
+from engram_mcp.conformance._verdicts import identity, redact, summary_lines, verdict_line
 from engram_mcp.contract import load
 
 if TYPE_CHECKING:

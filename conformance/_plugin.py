@@ -25,12 +25,13 @@ import pytest
 from engram_mcp.conformance._background import on_a_clock
 from engram_mcp.conformance._checks import SOURCES_SCORED, Blocked, NotApplicable, Status, set_deep, take_pins
 from engram_mcp.conformance._connect import ERAS, Connection, parse_target
+from engram_mcp.conformance._console import Console
 from engram_mcp.conformance._findings import leveled
-from engram_mcp.conformance._host import ReferenceConfirmation, host_from_profile, references_from_profile
+from engram_mcp.conformance._host import ReferenceConfirmation, references_from_profile
 from engram_mcp.conformance._ids import requirement_ids, unknown_baseline_errors, unknown_prefix_errors
 from engram_mcp.conformance._preflight import preflight
 from engram_mcp.conformance._profile import Profile, ProfileError, load_profile
-from engram_mcp.conformance._report import exit_code, summary_lines, write_reports
+from engram_mcp.conformance._report import write_reports
 from engram_mcp.conformance._run import (  # re-exported: older imports read the model from here
     EXIT_CONFORMANT,
     EXIT_INCOMPLETE,
@@ -51,7 +52,9 @@ from engram_mcp.conformance._status import (
     read_baseline,
 )
 from engram_mcp.conformance._tracker import RecordingHost, Tracker
+from engram_mcp.conformance._verdicts import exit_code, summary_lines
 from engram_mcp.conformance._world import Evidence, World
+from engram_mcp.conformance.hosts import host_from_profile
 from engram_mcp.conformance.plugin import EXPLORE_DEEP, EXPLORE_DEFAULT, REPLAY_CHECK
 
 __all__ = ["EXIT_CONFORMANT", "EXIT_INCOMPLETE", "EXIT_MUST_FAILED", "EXIT_NOT_ENGRAM", "EXIT_STALE",
@@ -95,10 +98,8 @@ def run_suite(options: Sequence[str], *, verbose: bool = False, quiet: bool = Fa
     live progress display on a terminal; ``verbose`` lists every check,
     ``quiet`` prints nothing (for callers that print their own summary).
     """
-    from engram_mcp.conformance._console import Console
-
     keep = _Keep()
-    console = Console(verbose=verbose, quiet=quiet)
+    console = Console(verbose=verbose, quiet=quiet, run_of=run_of)
     arguments = [
         str(SUITE), "-p", PUBLIC_NAME, "-c", os.devnull, "--rootdir", str(SUITE), "--import-mode=importlib",
         "-p", "no:cacheprovider", "-p", "no:randomly", "-q", "--no-header", "--tb=no",

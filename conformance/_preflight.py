@@ -56,7 +56,7 @@ def preflight(run: Run) -> None:
             f"{era}: {why}" for era, why in run.unsupported_eras.items())
     if not run.unreachable:
         if run.profile.given:
-            run.unreachable = _binding_refused(run)
+            run.unreachable = _binding_refused(run) or _grants_differ(run)
             run.profile_refused = run.unreachable is not None
         else:
             run.notes.extend(_unbound_discovery(run))
@@ -121,6 +121,51 @@ def _binding_refused(run: Run) -> str | None:
         listings[era] = [_names(bound), _names(unbound)]
     run.not_engram = _no_memory_tool(listings)
     return BINDING_REFUSED if refused and all(refused) else None
+
+
+GRANTS_DIFFER = ("the profile's grants are not the target's: for each principal below the target lists exactly "
+                 "the tools it serves, and they are not the ones the profile grants — correct the "
+                 "[scopes.principals] table of scope {scope} in the profile (or the target's configuration)")
+
+
+def _grants_differ(run: Run) -> str | None:
+    """The primary scope's grants as the profile states them against the target's, judged once before any check.
+
+    A listing that differs from the profile's grants is the profile's mistake only when the target shows it acts
+    on grants: what it lists depends on the caller (two principals, or a principal and an unbound client, see
+    different tools), every differing tool it lists is served, and every one it leaves out is refused as unknown.
+    Each differing tool is called with no arguments, which a served tool refuses as invalid and nothing records.
+    A target that lists the same tools to everyone, or contradicts its own listing, is left to the checks
+    (discovery.granted-tools and the binding checks judge those defects).
+    """
+    scope = run.profile.primary
+    if scope is None or not run.connections:
+        return None
+    contract = load()
+    conn = next(iter(run.connections.values()))
+    listings: dict[str, list[str]] = {}
+    for principal in sorted(scope.principals):
+        reply = conn.list_tools(run.host.meta(scope, principal))
+        if reply.kind != "result":
+            return None
+        listings[principal] = [name for name in _names(reply) if name in contract.tools]
+    unbound = [name for name in _names(conn.list_tools(None)) if name in contract.tools]
+    if len({tuple(names) for names in [*listings.values(), unbound]}) < 2:
+        return None  # the same listing for every caller: no sign that the target reads grants at all
+    unknown_tool = contract.protocol_errors["unknown_tool"].jsonrpc_code
+    differences = []
+    for principal, listed in listings.items():
+        granted = sorted(scope.principals[principal])
+        if listed == granted:
+            continue
+        for tool in sorted(set(listed) ^ set(granted)):
+            called = conn.call(tool, {}, run.host.meta(scope, principal), answer="decline")
+            refused_as_unknown = called.kind == "error" and called.code == unknown_tool
+            if called.kind == "timeout" or refused_as_unknown == (tool in listed):
+                return None
+        differences.append(f"  {principal}: the profile grants [{', '.join(granted)}]; "
+                           f"the target lists and serves [{', '.join(listed)}]")
+    return "\n".join([GRANTS_DIFFER.format(scope=scope.label), *differences]) if differences else None
 
 
 def _names(reply: Any) -> list[str]:

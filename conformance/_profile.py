@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from engram_mcp.conformance._errors import ConformanceError
 from engram_mcp.contract import load
 
 ALL_TOOLS = frozenset(load().tools)
@@ -33,7 +34,7 @@ CONFIRMATION_DEFAULTS = {key: spec["default"] for key, spec in
                          if "default" in spec}
 
 
-class ProfileError(Exception):
+class ProfileError(ConformanceError):
     """The profile cannot be used; the message names the setting."""
 
 

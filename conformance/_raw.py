@@ -64,6 +64,11 @@ class RawSession:
         self.calls: list[tuple[str, Reply]] = []  # every tools/call and its reply, for run-wide checks
         # Lines the target wrote on stdout that are no JSON-RPC message: MCP's stdio transport allows none.
         self.noise: list[str] = []
+        # What crossed the wire, for the transport checks: every JSON-RPC value the target sent, every request
+        # id the client used (with its method) and every progress token it gave.
+        self.received: list[Any] = []
+        self.sent: dict[int, str] = {}
+        self.progress_tokens: list[Any] = []
         self._pumping: threading.Thread | None = None
 
     # -- transport ---------------------------------------------------------------
@@ -89,6 +94,8 @@ class RawSession:
         for line in self._process.stdout:
             if line.strip() and not _is_jsonrpc(line):
                 self.noise.append(line.rstrip("\r\n"))
+            elif line.strip():
+                self.received.append(json.loads(line))
             self._lines.put(line)
 
     def _headers(self) -> dict[str, str]:
@@ -103,12 +110,16 @@ class RawSession:
         response = self._http.post(self.target.url, content=text.encode("utf-8"), headers=self._headers())
         self._session_id = response.headers.get("mcp-session-id", self._session_id)
         if "text/event-stream" in response.headers.get("content-type", ""):
-            return [
+            messages = [
                 json.loads(line[5:])
                 for line in response.text.splitlines()
                 if line.startswith("data:") and line[5:].strip()
             ]
-        return [response.json()] if response.content else []
+        else:
+            messages = [response.json()] if response.content else []
+        if response.is_success:  # an HTTP error status may carry a body of the server's own, not a message
+            self.received.extend(messages)
+        return messages
 
     def _write(self, text: str) -> list[dict[str, Any]]:
         if self._http is not None:
@@ -124,6 +135,10 @@ class RawSession:
     def _request(self, method: str, params: dict[str, Any]) -> dict[str, Any] | None:
         self._next_id += 1
         wanted = self._next_id
+        self.sent[wanted] = method
+        meta = params.get("_meta")
+        if isinstance(meta, dict) and "progressToken" in meta:
+            self.progress_tokens.append(meta["progressToken"])
         messages = self._write(_text({"jsonrpc": "2.0", "id": wanted, "method": method, "params": params}))
         deadline = time.monotonic() + (self.timeout if self._heard or self._http is not None else self.first_timeout)
         while True:

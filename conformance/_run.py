@@ -43,6 +43,7 @@ from engram_mcp.conformance._background import Background
 from engram_mcp.conformance._checks import Status
 from engram_mcp.conformance._connect import ERAS, Connection, Era, Target
 from engram_mcp.conformance._findings import is_bundled_reference
+from engram_mcp.conformance._fuzz.vocabulary import GET
 from engram_mcp.conformance._head_start import HeadStarts
 from engram_mcp.conformance._host import ConfirmationReferences, Confirmer, HostBinding
 from engram_mcp.conformance._profile import Profile
@@ -183,6 +184,7 @@ class Run:
     not_engram: str | None = None  # why the target is no Engram memory server at all (none of the six tools)
     results: list[Result] = field(default_factory=list)
     raw_sessions: dict[str, RawSession] = field(default_factory=dict)
+    watched_sessions: dict[str, RawSession] = field(default_factory=dict)  # era -> the transport checks' session
     _raw_lock: threading.Lock = field(default_factory=threading.Lock)
     _extra_lock: threading.Lock = field(default_factory=threading.Lock)
     _closed: bool = False  # the run has ended: no session opens any more
@@ -243,6 +245,25 @@ class Run:
                     raise
                 self.raw_sessions[era] = session
             return self.raw_sessions[era]
+
+    def watched(self, era: str) -> RawSession:
+        """A fresh raw session in this era watched from the target's first byte, then closed: what the target wrote
+        while it listed its tools, answered one unbound call and exited (run once per era, for the transport checks).
+        """
+        with self._raw_lock:
+            if self._closed:
+                raise RuntimeError("the run is over: no raw session opens now")
+            if era not in self.watched_sessions:
+                # A process of its own: a banner is written before any session the run shares exists.
+                session = RawSession(self.target, as_era(era), self.timeout)
+                try:
+                    session.open()
+                    session.list_tools({})
+                    session.call(GET, {}, {})
+                finally:
+                    session.close()
+                self.watched_sessions[era] = session
+            return self.watched_sessions[era]
 
     def background_session(self, era: str) -> Connection:
         """A new session for one background check (``_background``), which answers elicitations."""

@@ -16,6 +16,7 @@ import pytest
 
 from engram_mcp.conformance._checks import Blocked, Status, is_should_only
 from engram_mcp.conformance._connect import leaf_exceptions
+from engram_mcp.conformance._words import clipped
 
 MESSAGE_LIMIT = 500  # one line of verdict, never a whole assertion dump
 HARNESS_ERROR_LIMIT = 300
@@ -58,7 +59,7 @@ def verdict(error: AssertionError, unmet: str = "") -> str:
     first = str(error).split("\n")[0].strip()
     if not first or first.startswith(_PYTEST_EXPLANATION) or _PYTEST_HINTS.search(first):
         first = f"not met: {unmet}" if unmet else UNMET
-    return first[:MESSAGE_LIMIT]
+    return clipped(first, MESSAGE_LIMIT)
 
 
 def outcome_status(error: BaseException | None, requirements: tuple[str, ...], unmet: str = "") -> tuple[Status, str]:
@@ -72,7 +73,7 @@ def outcome_status(error: BaseException | None, requirements: tuple[str, ...], u
     if isinstance(error, AssertionError):
         return (Status.WARN if is_should_only(requirements) else Status.FAIL), verdict(error, unmet)
     cause = next(iter(leaf_exceptions(error)), error)  # anyio and the SDK wrap causes in groups
-    return Status.ERROR, f"{type(cause).__name__} in the harness: {str(cause)[:HARNESS_ERROR_LIMIT]}"
+    return Status.ERROR, f"{type(cause).__name__} in the harness: {clipped(str(cause), HARNESS_ERROR_LIMIT)}"
 
 
 def failure_detail(error: BaseException | None) -> str:
@@ -94,11 +95,11 @@ def failure_detail(error: BaseException | None) -> str:
     kept: list[str] = []
     size = 0
     for line in lines:
-        clipped = line if len(line) <= MESSAGE_LIMIT else line[:MESSAGE_LIMIT] + "…"
-        if len(kept) == DETAIL_LINES or size + len(clipped) > DETAIL_CHARS:
+        shown = clipped(line, MESSAGE_LIMIT)
+        if len(kept) == DETAIL_LINES or size + len(shown) > DETAIL_CHARS:
             break
-        kept.append(clipped)
-        size += len(clipped) + 1
+        kept.append(shown)
+        size += len(shown) + 1
     if len(kept) < len(lines):
         kept.append(f"… {len(lines) - len(kept)} more")
     return "\n".join(kept)

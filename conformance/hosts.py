@@ -27,6 +27,7 @@ from engram_mcp.conformance._host import (
     ElicitationConfirmer,
     Forgery,
     HostBinding,
+    NoBinding,
     SignedMetaBinding,
 )
 from engram_mcp.conformance._profile import Profile, ProfileError, ScopeProfile
@@ -48,6 +49,7 @@ __all__ = [
     "ScopeProfile",
     "SignedMetaBinding",
     "adapter_for",
+    "host_from_profile",
     "kinds",
     "register",
     "registered",
@@ -116,3 +118,11 @@ def adapter_for(kind: str) -> AdapterFactory:
     if not callable(factory):
         raise ProfileError(f"binding.kind {kind!r}: {matches[0].value} is not callable")
     return factory
+
+
+def host_from_profile(profile: Profile) -> tuple[HostBinding, Confirmer]:
+    """The run's host: the adapter the profile's ``binding.kind`` names, or, without a profile, a host that binds
+    nothing (every check needing a host identity then says what a profile would unlock)."""
+    if not profile.given:
+        return NoBinding(), ElicitationConfirmer()
+    return adapter_for(profile.binding["kind"])(profile)

@@ -28,6 +28,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from mcp_types.version import is_version_at_least
 
 from engram_mcp.contract._canonical import candidate_id, canonical_bytes, profile_digest
+from engram_mcp.contract._errors import ContractError
 from engram_mcp.contract._loader import load
 
 HOST_BINDING_META_KEY = "sentropic.engram.memory/host-binding"
@@ -104,7 +105,7 @@ BindingReason = Literal[
 ]
 
 
-class BindingRejected(Exception):
+class BindingRejected(ContractError):
     """The binding cannot be trusted. ``reason`` is for server logs, never for clients."""
 
     def __init__(self, reason: BindingReason) -> None:
@@ -112,7 +113,7 @@ class BindingRejected(Exception):
         self.reason: BindingReason = reason
 
 
-class StateRejected(Exception):
+class StateRejected(ContractError):
     """A sealed token cannot be opened: forged, tampered, sealed under another key or malformed."""
 
 

@@ -21,16 +21,21 @@ from engram_mcp.contract.binding import (
     TrustedHost,
     load_public_key,
 )
-from engram_mcp.reference._core import ScopePolicy
 from engram_mcp.reference._crypto import derive_key, load_kek
-from engram_mcp.reference._policy import policy_named
+from engram_mcp.reference._errors import ReferenceServerError
+from engram_mcp.reference._policy import ScopePolicy, policy_named
 from engram_mcp.reference._ports import Scope
 from engram_mcp.reference._quotas import ResourceLimits, SettingError, parse_limits
-from engram_mcp.reference._store import DEFAULT_SYNCHRONOUS, SYNCHRONOUS_LEVELS
-from engram_mcp.reference._store_config import POSTGRES_KEYS, PostgresSettings, parse_postgres_settings
+from engram_mcp.reference._store_config import (
+    DEFAULT_SYNCHRONOUS,
+    POSTGRES_KEYS,
+    SYNCHRONOUS_LEVELS,
+    PostgresSettings,
+    parse_postgres_settings,
+)
 
 
-class ConfigError(Exception):
+class ConfigError(ReferenceServerError):
     """The configuration cannot be used; the message names the setting, never a secret."""
 
 

@@ -21,12 +21,12 @@ from engram_mcp.reference import _search as search_index
 from engram_mcp.reference._crypto import DigestKeyer, derive_key
 from engram_mcp.reference._envelope import Outcome, Refusal
 from engram_mcp.reference._journal import scope_of
-from engram_mcp.reference._lifecycle import AUDIT_IN_TRANSACTION, MUTATION_GUARD, Lifecycle, ScopePolicy, purge_horizon
+from engram_mcp.reference._lifecycle import AUDIT_IN_TRANSACTION, MUTATION_GUARD, Lifecycle, purge_horizon
 from engram_mcp.reference._periodic import Periodic
-from engram_mcp.reference._ports import Cipher, MemoryStore, Scope, StoreTransaction
+from engram_mcp.reference._policy import ScopePolicy
+from engram_mcp.reference._ports import Cipher, KeysLegacyDigests, MemoryStore, Scope, StoreTransaction
 from engram_mcp.reference._quotas import CallWindow, ResourceLimits
 from engram_mcp.reference._recall import Recall, epoch_ms
-from engram_mcp.reference._store import SqliteStore
 
 __all__ = ["Engine", "ScopePolicy", "epoch_ms", "scope_of"]
 
@@ -50,7 +50,7 @@ class Engine:
         self.cipher = cipher
         # Stored payload digests are keyed (see DigestKeyer); the server passes a subkey of the KEK.
         self.digests = DigestKeyer(digest_key or derive_key(cursor_key, "stored-digest"))
-        if isinstance(store, SqliteStore):  # only an SQLite store can predate keyed digests
+        if isinstance(store, KeysLegacyDigests):  # a store that can predate keyed digests keys them once
             store.key_legacy_digests(self.digests.stored)
         self.contract = load()
         self.recall = Recall(store, search_index.CursorSealer(cursor_key))

@@ -9,9 +9,10 @@ from typing import Any
 import mcp_types as types
 
 from engram_mcp.contract import load
+from engram_mcp.reference._errors import ReferenceServerError
 
 
-class Refusal(Exception):
+class Refusal(ReferenceServerError):
     """A contract error code, raised inside the core and turned into a failure envelope."""
 
     def __init__(self, code: str) -> None:

@@ -13,7 +13,6 @@ import logging
 import threading
 from collections.abc import Callable
 from contextvars import ContextVar
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -38,9 +37,9 @@ from engram_mcp.reference._crypto import DigestKeyer
 from engram_mcp.reference._envelope import Refusal
 from engram_mcp.reference._journal import append_event, authorization, reserve, reserved, scope_of, transaction_receipt
 from engram_mcp.reference._ledger_bytes import Metered
+from engram_mcp.reference._policy import ScopePolicy
 from engram_mcp.reference._ports import (
     AdmissionDecision,
-    AdmissionPolicy,
     CandidateView,
     Cipher,
     MemoryStore,
@@ -70,19 +69,6 @@ AUDIT_IN_TRANSACTION: ContextVar[Callable[[StoreTransaction], None] | None] = Co
 MUTATION_GUARD: ContextVar[Callable[[], None] | None] = ContextVar("mutation_guard", default=None)
 # A change: the value to answer and reserve, and the erasure it queued (if any), from inside the unit of work.
 Change = Callable[[StoreTransaction], tuple[dict[str, Any], int | None]]
-
-
-@dataclass(frozen=True)
-class ScopePolicy:
-    """The host's policy for one scope, from the server configuration."""
-
-    admission: AdmissionPolicy
-    allow_retain: bool
-    retention_ceiling: timedelta
-    consented_families: frozenset[str]
-    confirm_capture: bool
-    confirm_admission: bool
-    confirmation_ttl: timedelta
 
 
 class Lifecycle:

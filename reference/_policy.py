@@ -39,10 +39,25 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
 from types import MappingProxyType
 from typing import Any, Final
 
 from ._ports import AdmissionDecision, AdmissionPolicy, CandidateView, Decision
+
+
+@dataclass(frozen=True)
+class ScopePolicy:
+    """The host's policy for one scope, from the server configuration: its admission policy among the rest."""
+
+    admission: AdmissionPolicy
+    allow_retain: bool
+    retention_ceiling: timedelta
+    consented_families: frozenset[str]
+    confirm_capture: bool
+    confirm_admission: bool
+    confirmation_ttl: timedelta
 
 # Names under which a secret is commonly assigned in code, config and prose.
 _SECRET_NAME = (

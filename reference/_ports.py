@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
+
+from engram_mcp.reference._errors import ReferenceServerError
 
 if TYPE_CHECKING:
     from engram_mcp.reference._erasure import ErasureLedger
@@ -43,7 +45,7 @@ class Cipher(Protocol):
         ...
 
 
-class SealBroken(Exception):
+class SealBroken(ReferenceServerError):
     """A sealed body could not be opened: wrong key, tampered bytes, or another candidate's data."""
 
 
@@ -394,3 +396,11 @@ class MemoryStore(Protocol):
         whose clock lags) counts into the latest one. Losing the last counts to a crash is acceptable.
         """
         ...
+
+
+@runtime_checkable
+class KeysLegacyDigests(Protocol):
+    """A store that may hold payload digests an older server wrote unkeyed: the engine has it key them once,
+    at start, through this method (a store without such history simply does not have it)."""
+
+    def key_legacy_digests(self, keyed: Callable[[str, Scope], str]) -> None: ...

@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
+from engram_mcp.reference._errors import ReferenceServerError
+
 if TYPE_CHECKING:
     from engram_mcp.reference._ports import MemoryStore
 
@@ -93,7 +95,7 @@ class CallWindow:
 # -- server.toml -----------------------------------------------------------------
 
 
-class SettingError(ValueError):
+class SettingError(ReferenceServerError, ValueError):
     """A quota or expiry setting is unusable; the message names it."""
 
 

@@ -38,6 +38,7 @@ from engram_mcp.reference._erasure import ErasureLedger
 from engram_mcp.reference._ports import Scope, StoreReader, StoreTransaction
 from engram_mcp.reference._sqlite import sqlite3
 from engram_mcp.reference._sqlite_tx import SqliteTransaction
+from engram_mcp.reference._store_config import DEFAULT_SYNCHRONOUS, SYNCHRONOUS_LEVELS
 
 try:
     import fcntl
@@ -270,8 +271,6 @@ MIGRATIONS: tuple[str, ...] = (
     _HOLDINGS_MIGRATION,
 )
 
-SYNCHRONOUS_LEVELS = ("normal", "full", "extra")  # 'off' is never offered: a commit must survive a crash
-DEFAULT_SYNCHRONOUS = "full"  # WAL + FULL: each commit is synced before the call returns, so power loss keeps it
 # When an erasure's flush tries again (seconds after the previous try) before it answers pending. Each
 # try gives up at once if a reader is in the way, so other calls never wait behind a flush for long.
 FLUSH_RETRY_DELAYS = (0.0, 0.01, 0.03, 0.06, 0.1)

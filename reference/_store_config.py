@@ -11,6 +11,10 @@ from typing import Any
 
 from engram_mcp.reference._quotas import SettingError  # the one error of an unusable setting; it names the key
 
+# SQLite's synchronous levels a deployment may pick, and the default.
+SYNCHRONOUS_LEVELS = ("normal", "full", "extra")  # 'off' is never offered: a commit must survive a crash
+DEFAULT_SYNCHRONOUS = "full"  # WAL + FULL: each commit is synced before the call returns, so power loss keeps it
+
 
 @dataclass(frozen=True)
 class PostgresSettings:

@@ -18,7 +18,8 @@ import pytest
 from tests.postgres_support import server_url, unavailable
 
 ROOT = Path(__file__).resolve().parents[1]
-MEASURES = ("calls", "search", "broad", "forget", "isolation", "ingest", "race", "memory-server", "certify", "rss")
+MEASURES = ("calls", "search", "broad", "forget", "isolation", "ingest", "race", "memory-server", "certify", "startup",
+            "rss")
 FIGURES = ("p50_ms", "per_second", "seconds", "rss_kb", "effects_min")
 
 # A first run builds its stores through the engine; on a loaded machine that takes minutes.

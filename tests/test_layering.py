@@ -14,6 +14,8 @@ inside a function counts as much as one at the top.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -134,3 +136,120 @@ def test_the_harness_does_reach_the_reference_through_its_door() -> None:
 def test_the_scanner_tells_a_breach_from_an_allowed_path(module: str, source: str, broken: bool) -> None:
     found = [why for why in map(violation, reaches(source, module)) if why]
     assert bool(found) == broken, found
+
+
+# What the harness's one door into the reference may load: the configuration writer and what it needs, never
+# the engine, a store or an MCP edge.
+DOOR_MODULES = {"engram_mcp.reference", "engram_mcp.reference.init", "engram_mcp.reference._init",
+                "engram_mcp.reference._config", "engram_mcp.reference._crypto", "engram_mcp.reference._errors",
+                "engram_mcp.reference._policy",
+                "engram_mcp.reference._ports", "engram_mcp.reference._quotas", "engram_mcp.reference._store_config"}
+
+
+def _loaded_by(module: str) -> set[str]:
+    probe = f"import sys, {module}; print('\\n'.join(m for m in sys.modules if m.startswith('engram_mcp.reference')))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60)
+    return set(done.stdout.split())
+
+
+def test_the_door_loads_the_configuration_writer_and_nothing_of_the_server() -> None:
+    loaded = _loaded_by("engram_mcp.reference.init")
+    assert "engram_mcp.reference._init" in loaded  # the probe saw the door itself
+    assert loaded <= DOOR_MODULES, f"the door pulls in {sorted(loaded - DOOR_MODULES)}"
+
+
+def test_the_engine_knows_stores_only_through_the_port() -> None:
+    loaded = _loaded_by("engram_mcp.reference._core")
+    stores = {m for m in loaded if m.rsplit(".", 1)[-1] in ("_store", "_sqlite", "_sqlite_tx", "_postgres")}
+    assert "engram_mcp.reference._core" in loaded and not stores, f"the engine imports {sorted(stores)}"
+
+
+# -- no import cycles, at run time: an import inside a function counts, one under TYPE_CHECKING does not -----------
+
+
+def _type_checking_only(tree: ast.AST) -> set[int]:
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skipped.update(id(inner) for statement in node.body for inner in ast.walk(statement))
+    return skipped
+
+
+def import_graph(sources: dict[str, tuple[str, bool]]) -> dict[str, set[str]]:
+    """module -> the package modules it imports at run time; ``sources``: module -> (source, is_package).
+    ``from p import name`` reaches the module p.name when there is one, else p itself."""
+    graph: dict[str, set[str]] = {}
+    for module, (source, is_package) in sources.items():
+        tree = ast.parse(source)
+        skipped = _type_checking_only(tree)
+        package = module if is_package else module.rpartition(".")[0]
+        reached: set[str] = set()
+        for node in ast.walk(tree):
+            if id(node) in skipped or not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            if isinstance(node, ast.Import):
+                reached.update(alias.name for alias in node.names)
+                continue
+            base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+            origin = (f"{base}.{node.module}" if node.module else base) if node.level else node.module or ""
+            reached.update(f"{origin}.{a.name}" if f"{origin}.{a.name}" in sources else origin for a in node.names)
+        graph[module] = {target for target in reached if target in sources and target != module}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_no_package_module_imports_itself_round_about() -> None:
+    sources = {module_name(path): (path.read_text(encoding="utf-8"), path.stem == "__init__")
+               for package in LAYERS for path in _sources(package)}
+    graph = import_graph(sources)
+    assert sum(map(len, graph.values())) > 200, "the scan found too few imports to mean anything"
+    assert cycles(graph) == [], "import cycles (break them by moving what both sides need, not by a local import)"
+
+
+@pytest.mark.parametrize(("sources", "expected"), [
+    ({"p.a": ("from p import b", False), "p.b": ("def f():\n    from p.a import x", False)}, [["p.a", "p.b"]]),
+    ({"p.a": ("from p import b", False), "p.b": ("if TYPE_CHECKING:\n    from p.a import x", False)}, []),
+    ({"p": ("from p.a import x", True), "p.a": ("from . import b", False), "p.b": ("import os", False)}, []),
+    ({"p.a": ("from .b import y", False), "p.b": ("from .c import z", False), "p.c": ("from . import a", False)},
+     [["p.a", "p.b", "p.c"]]),
+])
+def test_the_cycle_scan_finds_a_loop_and_only_a_loop(sources: dict[str, tuple[str, bool]],
+                                                     expected: list[list[str]]) -> None:
+    assert cycles(import_graph(sources)) == expected

@@ -30,6 +30,8 @@ PUBLIC = {
     "engram_mcp.reference.errors": None,
     "engram_mcp.reference.ports": "engram_mcp.reference._ports",
     "engram_mcp.reference.init": "engram_mcp.reference._init",
+    "engram_mcp.reference.server": None,  # the assembly: the server, its ports and its configuration
+    "engram_mcp.reference.testing": None,  # the store port's promises, as tests any store can run
     "engram_mcp.conformance.errors": None,
     "engram_mcp.conformance.hosts": None,
 }
@@ -69,6 +71,19 @@ def test_an_errors_module_exports_exceptions_defined_in_the_package(name: str) -
         value = getattr(module, item)
         assert isinstance(value, type) and issubclass(value, Exception), f"{name}.{item} is not an exception"
         assert (_defined_in(value) or "").startswith(package + "."), f"{name}.{item} comes from {_defined_in(value)}"
+
+
+BASES = {"engram_mcp.contract.errors": "ContractError", "engram_mcp.reference.errors": "ReferenceServerError",
+         "engram_mcp.conformance.errors": "ConformanceError"}
+
+
+@pytest.mark.parametrize("name", ERRORS)
+def test_every_exception_a_package_raises_shares_its_base(name: str) -> None:
+    """One ``except`` catches whatever a package raises to its callers."""
+    module = importlib.import_module(name)
+    base = getattr(module, BASES[name])
+    strays = [item for item in module.__all__ if not issubclass(getattr(module, item), base)]
+    assert not strays, f"{name}: {strays} are not {BASES[name]}"
 
 
 def test_every_exception_class_of_a_package_is_in_its_errors_module() -> None:
@@ -164,3 +179,31 @@ def test_the_sdist_carries_the_license_the_changelog_and_the_readme(built: tuple
     with tarfile.open(built[0]) as sdist:
         names = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
     assert {"LICENSE", "CHANGELOG.md", "README.md", "pyproject.toml"} <= names
+
+
+THIRD_PARTY_STORE_TESTS = '''
+from contextlib import ExitStack
+
+import pytest
+
+from engram_mcp.reference._store import SqliteStore as MyStore  # stands for a store of someone else's
+from engram_mcp.reference.testing import *  # noqa: F403
+from engram_mcp.reference.testing import StoreSite
+
+
+@pytest.fixture
+def site(tmp_path):
+    with ExitStack() as handles:
+        yield StoreSite(lambda: MyStore(tmp_path / "store" / "memory.sqlite3"), handles)
+'''
+
+
+def test_the_shipped_store_suite_runs_for_a_store_outside_the_repository(tmp_path: Path) -> None:
+    """The recipe of engram_mcp.reference.testing's docstring, in a folder of its own: every shipped test runs."""
+    from engram_mcp.reference import testing
+
+    (tmp_path / "test_my_store.py").write_text(THIRD_PARTY_STORE_TESTS, encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+                           str(tmp_path)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    shipped = [name for name in testing.__all__ if name.startswith("test_")]
+    assert done.returncode == 0 and f"{len(shipped)} passed" in done.stdout, done.stdout[-3000:]

@@ -7,14 +7,17 @@
   verdict, no traceback and no hang, and the report must say why each check
   did not apply, or name the real defects;
 - the official MCP conformance suite (``@modelcontextprotocol/conformance``)
-  is run against the reference server over streamable HTTP, through a proxy
-  that adds the host bearer token, and a host binding to the 2026-07-28 era's
-  tool requests (tests/thirdparty/bearer_proxy.py): every
+  is run against the reference server over streamable HTTP, through
+  ``conformance bearer-bridge``, which adds the host bearer token, and a host
+  binding to the 2026-07-28 era's tool requests: every
   pinned release (0.1.11 on the system's Node; 0.1.16 and the 0.2 line, with
   the 2026-07-28 scenarios, on the npm registry's ``node@22``), each server
   scenario judged applicable or not in tests/thirdparty/official-scenarios.toml;
-- the MCP Inspector's command line (``@modelcontextprotocol/inspector-cli``)
-  lists and calls the reference server's tools over stdio and HTTP.
+- the MCP Inspector's command line (``@modelcontextprotocol/inspector-cli``
+  1.0.3 and ``@modelcontextprotocol/inspector`` 2.x) lists and calls the
+  reference server's tools over stdio and HTTP;
+- the README's blocks that run the inspector and the official suite are run
+  as written, ``npx`` fetching from the npm registry what they name.
 
 The npm packages are pinned in tests/thirdparty/package.json. Install them
 with ``npm ci --prefix tests/thirdparty``; without them the tests that need
@@ -24,11 +27,11 @@ them are skipped and say so.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -43,6 +46,7 @@ from typing import Any
 
 import pytest
 
+from engram_mcp.conformance._bridge import bind
 from engram_mcp.contract import load
 from engram_mcp.contract.binding import HOST_BINDING_META_KEY, load_private_key, mint_binding
 
@@ -51,7 +55,6 @@ THIRDPARTY = ROOT / "tests" / "thirdparty"
 NODE_MODULES = THIRDPARTY / "node_modules"
 SCOPED = NODE_MODULES / "@modelcontextprotocol"
 NAIVE_SERVER = THIRDPARTY / "naive_server.py"
-BEARER_PROXY = THIRDPARTY / "bearer_proxy.py"
 TOOLS = tuple(load().tools)
 BIN = Path(sys.executable).parent
 
@@ -114,7 +117,7 @@ def _run(command: list[str], *, timeout: float, cwd: Path | None = None) -> tupl
 
 
 def _port_pair() -> int:
-    """A port free on both 127.0.0.1 and 127.0.0.2 (see bearer_proxy.py for why the same number twice)."""
+    """A port free on both 127.0.0.1 and 127.0.0.2 (conformance bearer-bridge --help says why the same number)."""
     for _ in range(100):
         with socket.socket() as first:
             first.bind(("127.0.0.1", 0))
@@ -434,30 +437,30 @@ def _suite_cases(*, applicable_only: bool) -> list[Any]:
 
 @dataclass
 class HttpReference:
-    url: str  # through the bearer proxy, for clients that cannot send headers
+    url: str  # through the bearer bridge, for clients that cannot send headers
     direct_url: str  # the reference itself, for clients that send the bearer token
     dir: ReferenceDir
 
 
 @pytest.fixture(scope="module")
 def reference_over_http(reference_dir: ReferenceDir) -> Iterator[HttpReference]:
-    """engram-reference serve --http on 127.0.0.2:PORT, and the bearer proxy on 127.0.0.1:PORT."""
+    """engram-reference serve --http on 127.0.0.2:PORT, and the bearer bridge on 127.0.0.1:PORT."""
     port = _port_pair()
     server = subprocess.Popen([*ENGRAM, "serve", "--http", f"127.0.0.2:{port}", "--config", str(reference_dir.config)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                               start_new_session=True)
-    proxy = subprocess.Popen([sys.executable, str(BEARER_PROXY), "--listen", f"127.0.0.1:{port}",
-                              "--upstream", f"http://127.0.0.2:{port}",
-                              "--token-file", str(reference_dir.path / "keys" / "http-bearer.txt"),
-                              "--bind-as", str(reference_dir.profile)],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                             start_new_session=True)
+    bridge = subprocess.Popen([*CONFORMANCE, "bearer-bridge", "--listen", f"127.0.0.1:{port}",
+                               "--upstream", f"http://127.0.0.2:{port}",
+                               "--token-file", str(reference_dir.path / "keys" / "http-bearer.txt"),
+                               "--bind-as", str(reference_dir.profile)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                              start_new_session=True)
     try:
         _wait_for(("127.0.0.2", port), server, "engram-reference serve --http")
-        _wait_for(("127.0.0.1", port), proxy, "the bearer proxy")
+        _wait_for(("127.0.0.1", port), bridge, "conformance bearer-bridge")
         yield HttpReference(f"http://127.0.0.1:{port}/mcp", f"http://127.0.0.2:{port}/mcp", reference_dir)
     finally:
-        _stop(proxy)
+        _stop(bridge)
         _stop(server)
 
 
@@ -521,22 +524,83 @@ def test_only_what_the_suite_itself_could_not_exercise_is_excused() -> None:
     assert _untestable(caching, {**listed, "errorMessage": "Not testable: ttl missing"}) is None
 
 
-def _proxy_module() -> Any:
-    spec = importlib.util.spec_from_file_location("bearer_proxy", BEARER_PROXY)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def test_the_bridge_binds_only_modern_tool_requests() -> None:
+    def binder() -> dict[str, Any]:
+        return {HOST_BINDING_META_KEY: "token"}
 
-
-def test_the_proxy_binds_only_modern_tool_requests() -> None:
-    bind = _proxy_module().bind
     modern = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {"x": 1}}}
-    bound = json.loads(bind(json.dumps(modern).encode(), lambda: "token"))
+    bound = json.loads(bind(json.dumps(modern).encode(), binder))
     assert bound["params"]["_meta"] == {"x": 1, HOST_BINDING_META_KEY: "token"}
-    for untouched in ({**modern, "params": {}}, {**modern, "method": "ping"}, [modern], "not json"):
-        body = (untouched if isinstance(untouched, str) else json.dumps(untouched)).encode()
-        assert bind(body, lambda: "token") == body
+    deep = b"[" * 100_000 + b"]" * 100_000  # past the JSON parser's recursion limit: passed on as it came
+    for untouched in ({**modern, "params": {}}, {**modern, "method": "ping"}, [modern], "not json", deep):
+        body = untouched if isinstance(untouched, bytes) else (
+            untouched if isinstance(untouched, str) else json.dumps(untouched)).encode()
+        assert bind(body, binder) == body
+
+
+BRIDGE = [*CONFORMANCE, "bearer-bridge"]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_bridge_usage_errors_exit_2_and_say_which(reference_dir: ReferenceDir, tmp_path: Path) -> None:
+    token = str(reference_dir.path / "keys" / "http-bearer.txt")
+    good = ["--listen", "127.0.0.1:1", "--upstream", "http://127.0.0.2:1", "--token-file", token]
+    (tmp_path / "empty").write_text("\n", encoding="utf-8")
+    cases = {
+        "required": [],
+        "--listen 'nope' is not HOST:PORT": [*good[2:], "--listen", "nope"],
+        "--upstream 'ftp://127.0.0.2:1' is not an http(s):// URL": [*good[:2], *good[4:], "--upstream",
+                                                                    "ftp://127.0.0.2:1"],
+        "give the origin only": [*good[:2], *good[4:], "--upstream", "http://127.0.0.2:1/mcp"],
+        "cannot read it (No such file or directory)": [*good[:4], "--token-file", str(tmp_path / "none")],
+        "empty": [*good[:4], "--token-file", str(tmp_path / "empty")],
+        "--bind-as: the profile is not valid": [*good, "--bind-as", str(reference_dir.config)],
+    }
+    for says, argv in cases.items():
+        code, stdout, stderr, _ = _run([*BRIDGE, *argv], timeout=START_TIMEOUT)
+        assert code == 2 and says in stderr and not stdout, f"{argv}: exit {code}\n{stderr}"
+        assert stderr.startswith(("conformance bearer-bridge: ", "usage: conformance bearer-bridge")), stderr
+        assert TRACEBACK not in stderr, stderr
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        listen = f"127.0.0.1:{taken.getsockname()[1]}"
+        code, _, stderr, _ = _run([*BRIDGE, *good[2:], "--listen", listen], timeout=START_TIMEOUT)
+    assert code == 3 and f"cannot listen on {listen}: Address already in use" in stderr, stderr
+    assert TRACEBACK not in stderr
+
+
+def test_the_bridge_tells_its_client_nothing_about_a_failure(reference_dir: ReferenceDir) -> None:
+    """An unreachable upstream is a bare 502, and a request target that names a host is refused, not followed."""
+    port = _free_port()
+    with socket.socket() as closed:  # bound and never listening: every connection to it is refused
+        closed.bind(("127.0.0.1", 0))
+        bridge = subprocess.Popen([*BRIDGE, "--listen", f"127.0.0.1:{port}",
+                                   "--upstream", f"http://127.0.0.1:{closed.getsockname()[1]}",
+                                   "--token-file", str(reference_dir.path / "keys" / "http-bearer.txt")],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                  start_new_session=True)
+        try:
+            _wait_for(("127.0.0.1", port), bridge, "conformance bearer-bridge")
+            for target, status, body in (("/mcp", 502, b"upstream unavailable"),
+                                         ("http://elsewhere.example/mcp", 400, b"bad request")):
+                with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
+                    client.sendall(f"POST {target} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                                   "Content-Length: 2\r\nConnection: close\r\n\r\n{}".encode())
+                    reply = b""
+                    while chunk := client.recv(65536):
+                        reply += chunk
+                head, _, content = reply.partition(b"\r\n\r\n")
+                assert head.startswith(f"HTTP/1.1 {status} ".encode()) and content == body, reply
+        finally:
+            _stop(bridge)
+    assert bridge.stderr is not None
+    assert TRACEBACK not in bridge.stderr.read().decode()
 
 
 @needs_node
@@ -678,3 +742,103 @@ def test_inspector_lists_and_calls_over_http(inspector: Inspector, reference_ove
     code, _, output = inspector.run(http, "--method", "tools/list", *_meta(directory))
     assert code != 0 and ("unauthorized" in output or "auth_required" in output), \
         f"no bearer token, yet served: {output[-500:]}"
+
+
+# -- the README's blocks, run as written ----------------------------------------------------
+
+NPX_TIMEOUT = 600  # seconds: a first run fetches node@22 and the named package from the npm registry
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _readme_block(heading: str) -> str:
+    """The one ```sh block of the README section under this heading."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    _, found, rest = readme.partition(f"\n{heading}\n")
+    assert found, f"README.md has no section {heading!r}"
+    blocks = re.findall(r"```sh\n(.*?)\n```", re.split(r"\n#{2,3} ", rest, maxsplit=1)[0], re.S)
+    assert len(blocks) == 1, f"{heading}: {len(blocks)} sh blocks, not one"
+    return blocks[0]
+
+
+def _blocks_cannot_run() -> str | None:
+    if shutil.which("npx") is None or shutil.which("bash") is None:
+        return "npx and bash are needed to run the README's blocks"
+    if not (Path(sys.prefix) / "bin" / "engram-reference").exists():
+        return f"{sys.prefix} has no bin/engram-reference: the README's blocks run the installed commands"
+    return None
+
+
+needs_npx = pytest.mark.skipif(_blocks_cannot_run() is not None, reason=_blocks_cannot_run() or "")
+
+
+def _run_readme_block(heading: str, workdir: Path, port: int) -> tuple[int, str, str]:
+    """The block run by bash in ``workdir``, whose .venv is this interpreter's; its port 8765 becomes ``port``."""
+    block = _readme_block(heading)
+    assert "8765" in block, f"{heading}: the block no longer names the port 8765 the test replaces"
+    (workdir / ".venv").symlink_to(Path(sys.prefix), target_is_directory=True)
+    script = workdir / "block.sh"
+    script.write_text(block.replace("8765", str(port)), encoding="utf-8")
+    # Files, not pipes: a server the block left running would hold a pipe open after bash has ended.
+    with (workdir / "stdout").open("w") as out, (workdir / "stderr").open("w") as err:
+        process = subprocess.Popen(["bash", "-eu", "-o", "pipefail", str(script)], cwd=workdir, stdout=out,
+                                   stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            code: int | None = process.wait(timeout=NPX_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            code = None
+        finally:
+            # Whatever the block started in the background and did not stop (it ended before its `kill`).
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+    if code is None:
+        process.wait(timeout=10)
+        pytest.fail(f"{heading}: the block did not finish within {NPX_TIMEOUT} s")
+    return code, (workdir / "stdout").read_text(), (workdir / "stderr").read_text()
+
+
+def _json_documents(text: str) -> list[Any]:
+    """The JSON values printed one after the other, as each inspector call prints its reply, after what `init`
+    printed (the files it wrote, one a line)."""
+    decoder, documents = json.JSONDecoder(), []
+    start = re.search(r"^\{", text, re.M)
+    text = text[start.start():].rstrip() if start else ""
+    at = 0
+    while at < len(text):
+        try:
+            document, end = decoder.raw_decode(text, at)
+        except json.JSONDecodeError:
+            pytest.fail(f"not JSON at offset {at}: {text[at:at + 500]!r}")
+        documents.append(document)
+        at = len(text) - len(text[end:].lstrip())
+    return documents
+
+
+@needs_node
+@needs_npx
+@pytest.mark.timeout(NPX_TIMEOUT + 60)
+def test_the_readmes_inspector_block_runs_as_written(tmp_path: Path) -> None:
+    code, stdout, stderr = _run_readme_block("### Calling the tools from MCP Inspector's CLI", tmp_path, _free_port())
+    assert code == 0, f"exit {code}\n{stdout[-2000:]}\n{stderr[-3000:]}"
+    replies = _json_documents(stdout)
+    assert len(replies) == 4, f"{len(replies)} replies, not the four calls': {stdout[-2000:]}"
+    listed, unbound, searched, over_http = replies
+    for listing in (listed, over_http):
+        assert sorted(t["name"] for t in listing["tools"]) == sorted(TOOLS), listing
+    assert unbound == {"tools": []}, unbound
+    _assert_search_envelope(searched, stdout)
+    assert TRACEBACK not in stderr + (tmp_path / "server.log").read_text()
+
+
+@needs_node
+@needs_npx
+@pytest.mark.timeout(NPX_TIMEOUT + 60)
+def test_the_readmes_official_suite_block_runs_through_the_bridge(tmp_path: Path) -> None:
+    code, stdout, stderr = _run_readme_block("### The official MCP conformance suite", tmp_path, _port_pair())
+    output = ANSI.sub("", stdout)
+    assert code == 0, f"exit {code}\n{output[-2000:]}\n{stderr[-3000:]}"
+    assert "Running client scenario 'tools-list' against server: http://127.0.0.1:" in output, output
+    assert re.search(r"\[tools-list\s*\]\s+SUCCESS ", output), output
+    assert "Passed: 2/2, 0 failed" in output, output  # what the README says it prints
+    bridge = (tmp_path / "bridge.log").read_text()
+    assert "with the bearer token and host bindings for acme/research as agent-full" in bridge, bridge
+    assert TRACEBACK not in stderr + bridge + (tmp_path / "server.log").read_text()

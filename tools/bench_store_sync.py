@@ -26,10 +26,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from engram_mcp.contract.binding import Binding
-from engram_mcp.reference._core import Engine, ScopePolicy
+from engram_mcp.reference._core import Engine
 from engram_mcp.reference._crypto import AesGcmCipher
-from engram_mcp.reference._policy import AcceptAll
-from engram_mcp.reference._store import SYNCHRONOUS_LEVELS, Store
+from engram_mcp.reference._policy import AcceptAll, ScopePolicy
+from engram_mcp.reference._store import Store
+from engram_mcp.reference._store_config import SYNCHRONOUS_LEVELS
 
 CALLER = Binding(tenant="bench", workspace="sync", principal="bench", agent_id="bench", session="bench",
                  purpose_ref="purpose:bench", issuer="bench", audience="bench", issued_at=0, expires_at=0,

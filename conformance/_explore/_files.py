@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engram_mcp.conformance._errors import ConformanceError
 from engram_mcp.conformance._explore._execute import Execution, Outcome, scopes_of
 from engram_mcp.conformance._explore._program import CallerRole, Program, Step
 from engram_mcp.conformance._profile import Profile
@@ -23,7 +24,7 @@ from engram_mcp.contract import load
 KIND = "counterexample"
 
 
-class CounterexampleError(Exception):
+class CounterexampleError(ConformanceError):
     """The file is no counterexample this harness can run; the message says why."""
 
 

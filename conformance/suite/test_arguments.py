@@ -550,6 +550,13 @@ def test_host_owned_context_is_refused_at_every_level(world: World, harness: Any
     run_family(world, harness, "arguments.host-owned-fields", "host-owned-fields", tool)
 
 
+@check("arguments.unknown-members", "EMC-HOST-002")
+@_tools()
+def test_unknown_members_are_refused_at_every_level(world: World, harness: Any, tool: str) -> None:
+    """A member no schema names, added at each object level of a valid call, is INVALID_SCHEMA (closed schemas)."""
+    run_family(world, harness, "arguments.unknown-members", "unknown-members", tool)
+
+
 @check("arguments.null", "EMC-HOST-003")
 @_tools()
 def test_null_is_refused_everywhere(world: World, harness: Any, tool: str) -> None:

@@ -1,13 +1,35 @@
-"""MCP's own transport rules, which any host relies on before the first tool is called."""
+"""MCP's own transport rules, which any host relies on before the first tool is called.
+
+The four checks read one transcript per era (``Run.watched``): a fresh session watched from the target's
+first byte while it lists its tools, answers one call and exits.
+"""
 
 from __future__ import annotations
 
 from engram_mcp.conformance._checks import check, not_applicable, require
+from engram_mcp.conformance._frames import REVISION, frame_problems, unasked_notifications, unmatched_responses
 from engram_mcp.conformance._raw import RawSession
-from engram_mcp.conformance._run import Run, as_era
+from engram_mcp.conformance._run import Run
 from engram_mcp.conformance._world import World
 
-SHOWN = 3  # noise lines quoted in the verdict's detail
+SHOWN = 3  # offending lines quoted in the verdict's detail
+
+
+def _transcript(world: World, harness: Run) -> RawSession:
+    session = harness.watched(world.era)
+    world.evidence.add("transcript", {"messages": len(session.received), "requests": len(session.sent),
+                                      "non_mcp_lines": len(session.noise)})
+    return session
+
+
+def _heard(world: World, session: RawSession) -> None:
+    # Silence proves nothing: the lines it would have written with its answers were never seen.
+    require(session.received, f"the target answered nothing over a fresh session in the {world.era} era")
+
+
+def _quoted(lines: list[str]) -> str:
+    more = f"\n  … and {len(lines) - SHOWN} more" if len(lines) > SHOWN else ""
+    return "\n".join(f"  {line}" for line in lines[:SHOWN]) + more
 
 
 @check("transport.stdout-only-mcp", "EMC-HP-073")
@@ -15,18 +37,43 @@ def test_stdout_carries_only_mcp_messages(world: World, harness: Run) -> None:
     """Over stdio the target writes nothing on stdout but JSON-RPC messages, from start to exit (stderr is free)."""
     if harness.target.kind != "stdio":
         not_applicable("the target is not served over stdio")
-    # A process of its own, from its first byte: a banner is written before any session the run shares exists.
-    session = RawSession(harness.target, as_era(world.era), harness.timeout)
-    try:
-        session.open()
-        reply = session.list_tools({})
-    finally:
-        session.close()
-    world.evidence.add("stdout", {"tools/list": reply.kind, "non_mcp_lines": len(session.noise)})
-    quoted = "\n".join(f"  stdout: {line[:200]!r}" for line in session.noise[:SHOWN])
-    assert not session.noise, (
-        f"the target wrote {len(session.noise)} line(s) on stdout that are not MCP messages, "
-        f"which MCP's stdio transport forbids (log on stderr instead)\n{quoted}")
-    # Silence proves nothing: the lines it would have written with its answer were never seen.
-    require(reply.kind != "timeout", f"the target did not answer tools/list over a fresh stdio session "
-                                     f"in the {world.era} era")
+    session = _transcript(world, harness)
+    noise = [f"stdout: {line[:200]!r}" for line in session.noise]
+    assert not noise, (
+        f"the target wrote {len(noise)} line(s) on stdout that are not MCP messages, "
+        f"which MCP's stdio transport forbids (log on stderr instead)\n{_quoted(noise)}")
+    _heard(world, session)
+
+
+def _none_sent(world: World, session: RawSession, problems: list[str], what: str, rule: str) -> None:
+    """FAIL naming every offending message (the first few quoted), else PASS once the target was heard at all."""
+    assert not problems, f"the target sent {len(problems)} {what} ({REVISION}, {rule})\n{_quoted(problems)}"
+    _heard(world, session)
+
+
+@check("transport.jsonrpc-frames", "EMC-HP-074")
+def test_every_message_is_well_formed(world: World, harness: Run) -> None:
+    """Every message the target sends is one JSON-RPC request, notification or response as MCP narrows them."""
+    session = _transcript(world, harness)
+    _none_sent(world, session, frame_problems(session.received), "message(s) that are not well-formed MCP messages",
+               "base protocol: requests carry a string or integer id, never null; a response sets a result or an "
+               "error, never both")
+
+
+@check("transport.responses-answer-requests", "EMC-HP-075")
+def test_every_response_answers_a_request(world: World, harness: Run) -> None:
+    """Every response the target sends carries the id of a request the client sent, and answers it once."""
+    session = _transcript(world, harness)
+    _none_sent(world, session, unmatched_responses(session.received, session.sent),
+               "response(s) to no request of the client's",
+               "base protocol: a response carries the id of the request it answers")
+
+
+@check("transport.notifications-asked-for", "EMC-HP-076")
+def test_notifications_refer_to_what_was_asked(world: World, harness: Run) -> None:
+    """The target sends progress only for a token the client gave and cancels only requests it sent itself."""
+    session = _transcript(world, harness)
+    _none_sent(world, session, unasked_notifications(session.received, session.progress_tokens),
+               "notification(s) about something the client never started",
+               "progress: only for a token a request of the client carried; cancellation: only of a request sent "
+               "in the same direction")

@@ -43,10 +43,10 @@ from engram_mcp.conformance._dsse import (
     pae,
     sign_envelope,
 )
-from engram_mcp.conformance._host import host_from_profile
 from engram_mcp.conformance._profile import Profile
 from engram_mcp.conformance._report import write_reports
 from engram_mcp.conformance._run import Result, Run, ServerInfo
+from engram_mcp.conformance.hosts import host_from_profile
 from engram_mcp.contract import load
 
 CONFORMANCE = [sys.executable, "-m", "engram_mcp.conformance"]
@@ -584,8 +584,8 @@ def test_without_its_public_key_beside_it_the_hint_says_what_keygen_names_it(tmp
 def test_the_bundled_reference_is_attested_by_a_stable_name_not_its_scratch_directory(tmp_path: Path) -> None:
     from engram_mcp.conformance._certificate import predicate_of
     from engram_mcp.conformance._certificate_sign import predicate_from_report
-    from engram_mcp.conformance._cli import _reference_target
-    from engram_mcp.conformance._report import identity
+    from engram_mcp.conformance._cli_run import reference_target as _reference_target
+    from engram_mcp.conformance._verdicts import identity
 
     def reference_run(scratch: str) -> Run:
         label, _ = _reference_target(tmp_path / scratch / "reference")

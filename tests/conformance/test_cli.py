@@ -179,7 +179,7 @@ def test_an_unreachable_run_says_nothing_ran_instead_of_counting_gaps(tmp_path: 
     ("one " * 80, 240), ("x" * 300, 240), ("short enough", 240),
 ])
 def test_a_clipped_reason_never_cuts_a_word(text: str, limit: int) -> None:
-    from engram_mcp.conformance._report import clipped
+    from engram_mcp.conformance._words import clipped
 
     shown = clipped(text, limit)
     assert len(shown) <= limit

@@ -48,6 +48,8 @@ def test_exploration_turned_off_leaves_the_races_not_exercised(tmp_path: Path) -
     assert run.returncode == 5, run.stdout[-3000:] + run.stderr[-2000:]
     result = concurrent_checks(report)["legacy"]
     assert result["status"] == "SKIP" and "exploration turned off (--explore 0)" in result["message"], result
+    # What unlocks them is an option of the run, not the profile.
+    assert "exploration turned off (--explore 0) → run with exploration on" in run.stdout, run.stdout[-3000:]
 
 
 @pytest.mark.slow

@@ -13,7 +13,8 @@ from engram_mcp.conformance._checks import Status, check, is_should_only, worst
 from engram_mcp.conformance._connect import parse_target
 from engram_mcp.conformance._plugin import Result, Run
 from engram_mcp.conformance._profile import ProfileError, load_profile
-from engram_mcp.conformance._report import badge, exit_code, redact, requirement_verdicts, write_reports
+from engram_mcp.conformance._report import badge, write_reports
+from engram_mcp.conformance._verdicts import exit_code, redact, requirement_verdicts
 from engram_mcp.contract import load
 from engram_mcp.reference._init import write_configuration
 

@@ -22,13 +22,14 @@ from types import ModuleType
 
 import pytest
 
-from engram_mcp.conformance._host import SignedMetaBinding, host_from_profile
+from engram_mcp.conformance._host import SignedMetaBinding
 from engram_mcp.conformance._profile import load_profile
 from engram_mcp.conformance.hosts import (
     BUILT_IN_KIND,
     ENTRY_POINT_GROUP,
     ProfileError,
     adapter_for,
+    host_from_profile,
     kinds,
     register,
     registered,

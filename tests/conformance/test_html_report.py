@@ -79,7 +79,7 @@ def test_the_page_is_self_contained(tmp_path: Path) -> None:
 
 def test_an_unreachable_run_says_so_in_the_banner(tmp_path: Path) -> None:
     from engram_mcp.conformance._html import html_report
-    from engram_mcp.conformance._report import exit_code, requirement_verdicts
+    from engram_mcp.conformance._verdicts import exit_code, requirement_verdicts
 
     run = Run(target=parse_target("stdio:gone"), profile=None, host=None, confirmer=None,  # type: ignore[arg-type]
               eras=("legacy",), seed=0, examples=1, strict=False, baseline=frozenset(), report_dir=None, timeout=1.0)
@@ -92,7 +92,7 @@ def test_an_unreachable_run_says_so_in_the_banner(tmp_path: Path) -> None:
 def test_a_run_green_only_by_its_baseline_has_no_green_banner() -> None:
     from engram_mcp.conformance._checks import SOURCES_SCORED
     from engram_mcp.conformance._html import _VERDICT_COLOURS, html_report
-    from engram_mcp.conformance._report import exit_code, requirement_verdicts
+    from engram_mcp.conformance._verdicts import exit_code, requirement_verdicts
     from engram_mcp.contract import load
 
     run = Run(target=parse_target("stdio:my-server"), profile=None, host=None, confirmer=None,  # type: ignore[arg-type]
@@ -169,7 +169,7 @@ def test_the_tools_of_the_failing_cases_narrow_the_blame_further() -> None:
 
 def test_a_failure_of_the_bundled_reference_reproduces_with_target_reference(tmp_path: Path) -> None:
     """The CLI serves `--target reference` from a scratch directory gone after the run: the command names it again."""
-    from engram_mcp.conformance._cli import _reference_target
+    from engram_mcp.conformance._cli_run import reference_target as _reference_target
     from engram_mcp.conformance._findings import reproduction
 
     label, profile = _reference_target(tmp_path / "engram-conformance-x1" / "reference")
@@ -370,7 +370,7 @@ def test_the_headings_count_what_the_filter_and_search_show(browser: object, fai
 
 def test_a_warning_is_counted_as_what_it_is(tmp_path: Path) -> None:
     from engram_mcp.conformance._html import html_report
-    from engram_mcp.conformance._report import exit_code, requirement_verdicts
+    from engram_mcp.conformance._verdicts import exit_code, requirement_verdicts
 
     run, _ = failing_run(tmp_path)
     run.results.append(Result("envelope.hint", ("EMC-ENV-003",), "legacy", Status.WARN, "n", 0.1, "a SHOULD"))
@@ -387,3 +387,38 @@ def test_a_small_share_of_the_chart_stays_visible() -> None:
     assert widths[1] > widths[2] > widths[0]
     assert _widths([0, 5], 5) == [0.0, 480.0]  # a zero count has no segment at all
     assert _widths([1, 1], 2) == [240.0, 240.0]
+
+
+def test_an_incomplete_run_lists_what_it_left_unjudged_once_per_reason(browser: object,
+                                                                      failing_page: tuple[Run, Path]) -> None:
+    from selenium.webdriver.common.by import By
+
+    _, page = failing_page
+    _open(browser, page)
+    heading = browser.find_element(By.ID, "not-exercised")  # type: ignore[attr-defined]
+    assert heading.is_displayed() and heading.text.startswith("Not exercised (")
+    reasons = browser.find_elements(By.CSS_SELECTOR, "ul.gaps > li")  # type: ignore[attr-defined]
+    texts = [item.find_element(By.CSS_SELECTOR, ".reason").text for item in reasons]
+    assert len(texts) == len(set(texts)), "a reason is listed twice"
+    skipped = [item for item in reasons if "the profile grants no search" in item.text]
+    assert len(skipped) == 1, [item.text for item in reasons]
+    # Every id under the reason links to its requirement's row, with the eras it held in.
+    link = skipped[0].find_element(By.CSS_SELECTOR, "a.jump")
+    assert link.text == "EMC-SRCH-003 (modern)" and link.get_attribute("href").endswith("#req-EMC-SRCH-003")
+    total = sum(int(item.find_element(By.CSS_SELECTOR, ".count").text.strip("()")) for item in reasons)
+    assert f"({total} scored MUSTs, {len(reasons)} reason" in heading.text
+    # Shown whole: a reason never ends cut inside a word.
+    assert not [t for t in texts if t.endswith("…")]
+
+
+def test_a_requirement_row_names_each_reason_once_with_its_eras(tmp_path: Path) -> None:
+    from engram_mcp.conformance._html import html_report
+    from engram_mcp.conformance._verdicts import exit_code, requirement_verdicts
+
+    run, _ = failing_run(tmp_path)
+    run.results.append(Result("search.limit", ("EMC-SRCH-003",), "legacy", Status.SKIP, "n", 0.0,
+                              "the profile grants no search"))
+    page = html_report(run, requirement_verdicts(run), exit_code(run))
+    row = page[page.index("id='req-EMC-SRCH-003'"):]
+    row = row[:row.index("</tr>")]
+    assert row.count("the profile grants no search") == 1 and "legacy and modern: the profile" in row, row

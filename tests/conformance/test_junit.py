@@ -18,8 +18,9 @@ from engram_mcp.conformance._checks import SOURCES_SCORED, Status
 from engram_mcp.conformance._connect import parse_target
 from engram_mcp.conformance._findings import BROKEN_RULES, area
 from engram_mcp.conformance._junit import junit_report
-from engram_mcp.conformance._report import exit_code, write_reports
+from engram_mcp.conformance._report import write_reports
 from engram_mcp.conformance._run import Result, Run
+from engram_mcp.conformance._verdicts import exit_code
 from engram_mcp.contract import load
 
 SCHEMAS = Path(__file__).resolve().parent.parent / "data" / "junit"

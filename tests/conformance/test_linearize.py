@@ -7,11 +7,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engram_mcp.conformance._host import host_from_profile
 from engram_mcp.conformance._linearize import Linearizable, Operation, Undecided, Violation, check
 from engram_mcp.conformance._profile import load_profile
 from engram_mcp.conformance._tracker import HistoryRecorder, RecordingHost, Sent, Tracker
 from engram_mcp.conformance._world import capture_arguments
+from engram_mcp.conformance.hosts import host_from_profile
 from engram_mcp.contract.model import Call, Observation
 from engram_mcp.reference._init import write_configuration
 from tests.test_model import MODEL, NOW, A, candidate_of, capture_args, ok, record_of, refused, tombstone_receipt

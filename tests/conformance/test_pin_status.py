@@ -20,8 +20,9 @@ from engram_mcp.conformance._findings import (
     requirement_outcomes,
 )
 from engram_mcp.conformance._junit import junit_report
-from engram_mcp.conformance._report import exit_code, write_reports
+from engram_mcp.conformance._report import write_reports
 from engram_mcp.conformance._run import EXIT_MUST_FAILED, Result
+from engram_mcp.conformance._verdicts import exit_code
 from engram_mcp.contract import load
 from tests.conformance.test_junit import all_passing, bare_run
 

@@ -17,7 +17,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from engram_mcp.conformance._connect import Connection, TargetUnreachable, leaf_exceptions, parse_target
-from engram_mcp.conformance._host import ElicitationConfirmer, NoBinding, host_from_profile, references_from_profile
+from engram_mcp.conformance._host import ElicitationConfirmer, NoBinding, references_from_profile
 from engram_mcp.conformance._profile import (
     NEEDS_PROFILE,
     Profile,
@@ -26,6 +26,7 @@ from engram_mcp.conformance._profile import (
     load_profile,
     validate_profile_data,
 )
+from engram_mcp.conformance.hosts import host_from_profile
 from engram_mcp.contract import load
 from engram_mcp.contract.binding import HOST_BINDING_META_KEY
 from engram_mcp.reference._init import write_configuration

@@ -65,8 +65,34 @@ def _transport_run(target: str, report: Path) -> tuple[int, dict[str, str]]:
 def test_banner_lines_on_stdout_fail_the_check(tmp_path: Path, configuration: Path) -> None:
     code, checks = _transport_run(_wrapper(tmp_path, configuration, stdout="echo 'Engram memory server'", stderr=""),
                                   tmp_path / "report")
-    assert code == 1 and checks == {"transport.stdout-only-mcp@legacy": "FAIL",
-                                    "transport.stdout-only-mcp@modern": "FAIL"}, checks
+    assert code == 1 and _failing(checks) == {"transport.stdout-only-mcp"}, checks
+
+
+def _failing(checks: dict[str, str]) -> set[str]:
+    """The checks that failed, once each era agreed; every other check of the family passed."""
+    failed = {name.split("@")[0] for name, status in checks.items() if status == "FAIL"}
+    assert all(checks[f"{name}@{era}"] == "FAIL" for name in failed for era in ("legacy", "modern")), checks
+    assert {s for n, s in checks.items() if n.split("@")[0] not in failed} == {"PASS"}, checks
+    return failed
+
+
+# One JSON-RPC line a wrapper writes before the server starts, and the one check it must fail.
+MISPLACED = {
+    "null-id": ('{"jsonrpc":"2.0","id":null,"method":"ping"}', "transport.jsonrpc-frames"),
+    "both-result-and-error": ('{"jsonrpc":"2.0","id":"s","result":{},"error":{"code":1,"message":"x"}}',
+                              "transport.jsonrpc-frames"),
+    "unknown-id": ('{"jsonrpc":"2.0","id":"stale","result":{}}', "transport.responses-answer-requests"),
+    "unasked-progress": ('{"jsonrpc":"2.0","method":"notifications/progress",'
+                         '"params":{"progressToken":"t","progress":1}}', "transport.notifications-asked-for"),
+}
+
+
+@pytest.mark.parametrize("case", list(MISPLACED))
+def test_a_misplaced_message_fails_its_check_alone(tmp_path: Path, configuration: Path, case: str) -> None:
+    line, failing = MISPLACED[case]
+    target = _wrapper(tmp_path, configuration, stdout=f"echo {shlex.quote(line)}", stderr="")
+    code, checks = _transport_run(target, tmp_path / "report")
+    assert code == 1 and _failing(checks) == {failing}, checks
 
 
 def test_logs_on_stderr_pass_it(tmp_path: Path, configuration: Path) -> None:

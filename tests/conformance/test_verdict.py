@@ -11,18 +11,17 @@ import pytest
 from engram_mcp.conformance import _checks
 from engram_mcp.conformance._checks import SOURCES_SCORED, Status, check
 from engram_mcp.conformance._connect import parse_target
-from engram_mcp.conformance._report import (
+from engram_mcp.conformance._report import badge, write_reports
+from engram_mcp.conformance._run import EXIT_CONFORMANT, EXIT_INCOMPLETE, EXIT_MUST_FAILED, Result, Run
+from engram_mcp.conformance._verdicts import (
     NOT_APPLICABLE,
     NOT_EXERCISED,
     PASSED,
-    badge,
     exit_code,
     requirement_verdicts,
     summary_lines,
     tally,
-    write_reports,
 )
-from engram_mcp.conformance._run import EXIT_CONFORMANT, EXIT_INCOMPLETE, EXIT_MUST_FAILED, Result, Run
 from engram_mcp.contract import load
 
 CATALOG = {r["id"]: r for r in load().requirements["requirements"]}

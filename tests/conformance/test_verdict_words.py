@@ -58,3 +58,14 @@ def test_a_message_is_kept_and_pytests_explanation_after_it_dropped() -> None:
 def test_pytests_diff_hints_never_pass_for_evidence() -> None:
     error = AssertionError("the lists differ\n  Use -v to get more diff\n  offending: x\n  Full diff:")
     assert failure_detail(error) == "  offending: x"
+
+
+def test_a_long_verdict_and_its_detail_lines_are_cut_between_words() -> None:
+    from engram_mcp.conformance._status import MESSAGE_LIMIT
+
+    sentence = "the target answered " + " ".join(f"record{n:04d}" for n in range(120))
+    status, message = outcome_status(AssertionError(sentence + "\n" + sentence), ("EMC-GET-001",))
+    assert status is Status.FAIL and message.endswith("…") and len(message) <= MESSAGE_LIMIT
+    assert message[:-1].split()[-1] in sentence.split(), f"cut inside a word: {message[-30:]!r}"
+    detail = failure_detail(AssertionError("verdict\n" + sentence))
+    assert detail.endswith("…") and detail[:-1].split()[-1] in sentence.split(), detail[-30:]

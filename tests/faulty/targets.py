@@ -319,7 +319,8 @@ def _wrap_operation(
 # -- arguments -------------------------------------------------------------------------------------------
 
 
-@variant("extra-field-ignored", breaks=["EMC-HOST-002"], caught_by=["arguments.schemathesis-negative"], era="modern")
+@variant("extra-field-ignored", breaks=["EMC-HOST-002"],
+         caught_by=["arguments.unknown-members", "arguments.schemathesis-negative"], era="modern")
 def extra_field_ignored(server: FaultyServer) -> None:
     """Unknown argument members are ignored, not refused (a deny-list still stops host-owned names)."""
 
@@ -2307,6 +2308,31 @@ def banner_on_stdout(server: FaultyServer) -> None:
     """Two banner lines on stdout before serving, as a wrapper script that echoes its start writes them."""
     print("Engram memory server starting", flush=True)
     print("listening on stdio", flush=True)
+
+
+def _write_at_start(message: dict[str, Any]) -> None:
+    """One JSON-RPC message on stdout before serving: what a server's own code might write outside the SDK."""
+    print(json.dumps(message), flush=True)
+
+
+@variant("null-id-request", breaks=["EMC-HP-074"], caught_by=["transport.jsonrpc-frames"], era="modern")
+def null_id_request(server: FaultyServer) -> None:
+    """A ping request whose id is null at start, which MCP forbids (a null id is no request id)."""
+    _write_at_start({"jsonrpc": "2.0", "id": None, "method": "ping"})
+
+
+@variant("response-to-unknown-id", breaks=["EMC-HP-075"], caught_by=["transport.responses-answer-requests"],
+         era="legacy")
+def response_to_unknown_id(server: FaultyServer) -> None:
+    """A result at start for a request id the client never sent, as a server replaying a stale answer would."""
+    _write_at_start({"jsonrpc": "2.0", "id": "engram-startup", "result": {}})
+
+
+@variant("progress-unasked", breaks=["EMC-HP-076"], caught_by=["transport.notifications-asked-for"], era="modern")
+def progress_unasked(server: FaultyServer) -> None:
+    """Progress at start for a token no request carried."""
+    _write_at_start({"jsonrpc": "2.0", "method": "notifications/progress",
+                     "params": {"progressToken": "engram-startup", "progress": 0}})
 
 
 if __name__ == "__main__":

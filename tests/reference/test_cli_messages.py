@@ -84,3 +84,32 @@ def test_a_postgresql_store_is_named_without_its_credentials(tmp_path: Path) -> 
     label = store_label(load_config(tmp_path / "engram" / "server.toml"))
     assert label == "store: PostgreSQL at db.internal:6543/memories", label
     assert "s3cret" not in label and "engram:" not in label
+
+
+# Runs the command line in a process where the PostgreSQL driver cannot be imported, as in an install without
+# the postgres extra.
+WITHOUT_PSYCOPG = """
+import sys
+class NoDriver:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("psycopg", "psycopg_pool"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+sys.meta_path.insert(0, NoDriver())
+from engram_mcp.reference._cli import main
+raise SystemExit(main(sys.argv[1:]))
+"""
+
+
+def test_a_postgresql_store_without_its_driver_names_the_extra(tmp_path: Path) -> None:
+    import sys
+
+    init = subprocess.run([*ENGRAM, "init", str(tmp_path / "engram"), "--store",
+                           "postgresql://nobody@127.0.0.1:1/none"], capture_output=True, text=True, timeout=60)
+    assert init.returncode == 0, init.stderr
+    done = subprocess.run([sys.executable, "-c", WITHOUT_PSYCOPG, "serve", "--config",
+                           str(tmp_path / "engram" / "server.toml")], capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 2, done.stderr
+    assert "'.[postgres]'" in done.stderr and "psycopg" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and "nobody" not in done.stderr

@@ -29,10 +29,10 @@ from engram_mcp.contract import ZERO_DIGEST, canonical_bytes, receipt_digest
 from engram_mcp.contract.binding import HOST_BINDING_META_KEY, Binding, Sealer, capture_candidate_id, new_audit_id
 from engram_mcp.reference import _search as search
 from engram_mcp.reference._config import ConfigError, load_config
-from engram_mcp.reference._core import Engine, ScopePolicy
+from engram_mcp.reference._core import Engine
 from engram_mcp.reference._crypto import AesGcmCipher
 from engram_mcp.reference._envelope import Outcome, Refusal, envelope, tool_result
-from engram_mcp.reference._policy import AcceptAll, AlwaysAdjudicate, RejectAll
+from engram_mcp.reference._policy import AcceptAll, AlwaysAdjudicate, RejectAll, ScopePolicy
 from engram_mcp.reference._ports import AdmissionPolicy, Scope, Sealed
 from engram_mcp.reference._server import ReferenceServer
 from engram_mcp.reference._store import Store

@@ -27,10 +27,10 @@ import pytest
 from engram_mcp.contract.binding import BINDING_CLOCK_SKEW, CONFIRMATION_TTL_MAX, Binding
 from engram_mcp.reference._audit import AuditJournal
 from engram_mcp.reference._config import ConfigError, load_config
-from engram_mcp.reference._core import Engine, ScopePolicy
+from engram_mcp.reference._core import Engine
 from engram_mcp.reference._crypto import AesGcmCipher
 from engram_mcp.reference._envelope import Outcome
-from engram_mcp.reference._policy import AcceptAll
+from engram_mcp.reference._policy import AcceptAll, ScopePolicy
 from engram_mcp.reference._quotas import CallWindow, Expiry, Quota, Quotas, ResourceLimits
 from engram_mcp.reference._sqlite_tx import SqliteTransaction
 from engram_mcp.reference._store import Store

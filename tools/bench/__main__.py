@@ -31,6 +31,7 @@ MEASURES: dict[str, Callable[[Context], None]] = {
     "race": _ingest.run_race,
     "memory-server": _external.run_memory_server,
     "certify": _external.run_certify,
+    "startup": _external.run_startup,
     "rss": _external.run_rss,
 }
 DEFAULT_SIZES = "10k,100k,1m"

@@ -10,10 +10,10 @@ from typing import Any, TypeVar
 
 from engram_mcp.conformance._world import capture_arguments
 from engram_mcp.contract.binding import Binding
-from engram_mcp.reference._config import ServerConfig, load_config
-from engram_mcp.reference._core import Engine, ScopePolicy
+from engram_mcp.reference._core import Engine
+from engram_mcp.reference._policy import ScopePolicy
 from engram_mcp.reference._ports import MemoryStore, Scope, StoreReader, StoreTransaction
-from engram_mcp.reference._wiring import build_ports
+from engram_mcp.reference.server import ServerConfig, build_ports, load_config
 
 T = TypeVar("T")
 PURPOSE = "purpose:conformance"  # the purpose the generated configuration's profile names

@@ -34,7 +34,8 @@ BATCH = 500  # engine operations (capture + admission pairs) per store transacti
 BUILD_VERSION = "2"  # bump when the builder's output changes
 MCP_EDGE = frozenset({"__main__.py", "_cli.py", "_serve.py", "_server.py", "_stdio.py", "_jsonrpc.py",
                       "_http_deadlines.py", "_http_messages.py", "_http_admission.py", "_http_sessions.py",
-                      "_precheck.py", "_envelope.py", "_verify.py"})
+                      "_precheck.py", "_envelope.py", "_verify.py",
+                      "server.py", "testing.py"})  # the public assembly (it imports the edge) and the store tests
 
 
 def fingerprint() -> str:

@@ -9,5 +9,5 @@ registered.
 
 # isort: off
 from . import utf8, nfc, surrogates, integers, zero_fractions, digests, identifiers, capture_shape  # noqa: F401
-from . import cross_references, instants, host_owned, null, required, size, non_object  # noqa: F401
+from . import cross_references, instants, host_owned, unknown_members, null, required, size, non_object  # noqa: F401
 # isort: on
