@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx2
 from mcp.client.stdio import get_default_environment
+from mcp.shared.inbound import MCP_METHOD_HEADER, MCP_NAME_HEADER, NAME_BEARING_METHODS, encode_header_value
 
 from engram_mcp.conformance._connect import Era, Reply, Target
 
@@ -98,16 +99,23 @@ class RawSession:
                 self.received.append(json.loads(line))
             self._lines.put(line)
 
-    def _headers(self) -> dict[str, str]:
+    def _headers(self, method: str, params: dict[str, Any]) -> dict[str, str]:
         headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
         if self._session_id:
             headers["Mcp-Session-Id"] = self._session_id
         headers["MCP-Protocol-Version"] = MODERN if self.era == "modern" else LEGACY
+        if self.era == "modern":
+            # The 2026-07-28 streamable HTTP transport routes on these, and refuses a request without them
+            # (-32020) before any tool sees it: a raw call must reach the tool like the SDK's own would.
+            headers[MCP_METHOD_HEADER] = method
+            named = params.get(NAME_BEARING_METHODS.get(method, ""))
+            if isinstance(named, str):
+                headers[MCP_NAME_HEADER] = encode_header_value(named)
         return headers
 
-    def _post(self, text: str) -> list[dict[str, Any]]:
+    def _post(self, text: str, method: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         assert self._http is not None
-        response = self._http.post(self.target.url, content=text.encode("utf-8"), headers=self._headers())
+        response = self._http.post(self.target.url, content=text.encode("utf-8"), headers=self._headers(method, params))
         self._session_id = response.headers.get("mcp-session-id", self._session_id)
         if "text/event-stream" in response.headers.get("content-type", ""):
             messages = [
@@ -121,16 +129,16 @@ class RawSession:
             self.received.extend(messages)
         return messages
 
-    def _write(self, text: str) -> list[dict[str, Any]]:
+    def _write(self, text: str, method: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         if self._http is not None:
-            return self._post(text)
+            return self._post(text, method, params)
         assert self._process is not None and self._process.stdin is not None
         self._process.stdin.write(text + "\n")
         self._process.stdin.flush()
         return []
 
     def _notify(self, method: str) -> None:
-        self._write(_text({"jsonrpc": "2.0", "method": method}))
+        self._write(_text({"jsonrpc": "2.0", "method": method}), method, {})
 
     def _request(self, method: str, params: dict[str, Any]) -> dict[str, Any] | None:
         self._next_id += 1
@@ -139,7 +147,8 @@ class RawSession:
         meta = params.get("_meta")
         if isinstance(meta, dict) and "progressToken" in meta:
             self.progress_tokens.append(meta["progressToken"])
-        messages = self._write(_text({"jsonrpc": "2.0", "id": wanted, "method": method, "params": params}))
+        messages = self._write(_text({"jsonrpc": "2.0", "id": wanted, "method": method, "params": params}), method,
+                               params)
         deadline = time.monotonic() + (self.timeout if self._heard or self._http is not None else self.first_timeout)
         while True:
             for message in messages:

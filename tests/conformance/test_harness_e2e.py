@@ -137,7 +137,7 @@ def test_an_http_target_is_certified(http_reference: str, configuration: Path, t
 # Over streamable HTTP, one check of each kind of exchange: the HTTP guard, a binding refusal, a gated call confirmed
 # through the server-initiated flow, an envelope, and the host's auditId.
 HTTP_SELECTION = ("wiring.http-bearer", "binding.untrusted-call", "gate.approval-runs", "envelope.audit-id",
-                  "host.audit-echo")
+                  "host.audit-echo", "transport.jsonrpc-frames")
 
 
 def test_an_http_target_passes_a_selection_of_checks(http_reference: str, configuration: Path, tmp_path: Path) -> None:
@@ -151,6 +151,10 @@ def test_an_http_target_passes_a_selection_of_checks(http_reference: str, config
     assert {era for _, era in ran} >= {"legacy", "modern"}, ran  # era-less checks (the HTTP guard) carry None
     assert set(ran.values()) <= {"PASS", "SKIP"}, ran
     assert "PASS" in {status for (check, _), status in ran.items() if check == "wiring.http-bearer"}, ran
+    # The raw session's requests reach the tools in both eras: the 2026-07-28 routing headers travel with them.
+    transcripts = {c["era"]: c["evidence"]["transcript"] for c in checks(tmp_path)
+                   if c["check"] == "transport.jsonrpc-frames"}
+    assert all(t["messages"] >= 2 for t in transcripts.values()) and len(transcripts) == 2, transcripts
 
 
 def test_a_stale_baseline_fails_the_run(tmp_path: Path) -> None:
