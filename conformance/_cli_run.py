@@ -16,7 +16,7 @@ from engram_mcp.conformance._run import Run, harness_version
 from engram_mcp.conformance.plugin import EXPLORE_DEEP, EXPLORE_DEFAULT
 from engram_mcp.contract import load
 
-DESCRIPTION = "conformance: certify an MCP endpoint against Engram memory over MCP 1.0.0."
+DESCRIPTION = f"conformance: certify an MCP endpoint against Engram memory over MCP {load().version}."
 EPILOG = """exit codes:
   0  conformant: every scored MUST of the level was exercised and passed in every era the target speaks
      (with --expected-failures: no failure beyond the baseline)

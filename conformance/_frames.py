@@ -93,13 +93,14 @@ def unmatched_responses(messages: Iterable[Any], sent: Mapping[Any, str]) -> lis
     """
     problems: list[str] = []
     seen: Counter[Any] = Counter()
+    asked = {(type(i).__name__, i) for i in sent}
     for response in _responses(messages):
         ident = response.get("id")
         if ident is None:
             continue
         key = (type(ident).__name__, ident)  # 1 and "1" are two ids
         seen[key] += 1
-        if key not in {(type(i).__name__, i) for i in sent}:
+        if key not in asked:
             problems.append(f"a response to id {ident!r}, which the client never sent: {_shown(response)}")
         elif seen[key] == 2:
             problems.append(f"a second response to request {ident!r} ({sent[ident]}): {_shown(response)}")

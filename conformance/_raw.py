@@ -36,14 +36,22 @@ def _text(message: dict[str, Any]) -> str:
     return json.dumps(message, ensure_ascii=True, separators=(",", ":"))
 
 
-def _is_jsonrpc(line: str) -> bool:
-    """Whether one stdout line is a JSON-RPC 2.0 message (or a batch of them), as MCP's stdio transport frames them."""
+_NOT_JSONRPC = object()
+
+
+def _parsed_jsonrpc(line: str) -> Any:
+    """One stdout line as the JSON-RPC 2.0 message (or batch) it holds, or ``_NOT_JSONRPC`` when it holds none."""
     try:
         message = json.loads(line)
     except ValueError:
-        return False
+        return _NOT_JSONRPC
     messages = message if isinstance(message, list) and message else [message]
-    return all(isinstance(m, dict) and m.get("jsonrpc") == "2.0" for m in messages)
+    return message if all(isinstance(m, dict) and m.get("jsonrpc") == "2.0" for m in messages) else _NOT_JSONRPC
+
+
+def _is_jsonrpc(line: str) -> bool:
+    """Whether one stdout line is a JSON-RPC 2.0 message (or a batch of them), as MCP's stdio transport frames them."""
+    return _parsed_jsonrpc(line) is not _NOT_JSONRPC
 
 
 class RawSession:
@@ -93,10 +101,12 @@ class RawSession:
     def _pump(self) -> None:
         assert self._process is not None and self._process.stdout is not None
         for line in self._process.stdout:
-            if line.strip() and not _is_jsonrpc(line):
-                self.noise.append(line.rstrip("\r\n"))
-            elif line.strip():
-                self.received.append(json.loads(line))
+            if line.strip():
+                message = _parsed_jsonrpc(line)  # parsed once: noise for one check, a message for the others
+                if message is _NOT_JSONRPC:
+                    self.noise.append(line.rstrip("\r\n"))
+                else:
+                    self.received.append(message)
             self._lines.put(line)
 
     def _headers(self, method: str, params: dict[str, Any]) -> dict[str, str]:
