@@ -306,7 +306,7 @@ class ArgumentOracle:
         for rule_id in ("unicode_scalars", "arguments_size"):
             found.extend(self._run(rule_id, arguments, now))
             if found:
-                return self._finish(found)
+                return self.verdict_of(found)
         if not self.contract.input_validity(tool)(arguments):  # the errors only for arguments that have some
             for error in self.contract.input_validator(tool).iter_errors(arguments):
                 for leaf in _leaves(error):
@@ -319,7 +319,7 @@ class ArgumentOracle:
                 and rule.applies_to(tool)
             ):
                 found.extend(self._run(rule.id, arguments, now))
-        return self._finish(found)
+        return self.verdict_of(found)
 
     def clock_verdict(self, tool: str, arguments: Any, *, now: datetime) -> Verdict:
         """Only the rules that need the clock, judged at ``now``. A server applies them to a first
@@ -328,14 +328,15 @@ class ArgumentOracle:
         for rule in self.contract.rules.values():
             if rule.mechanism == "check" and rule.needs_clock and rule.applies_to(tool):
                 found.extend(self._run(rule.id, arguments, now))
-        return self._finish(found)
+        return self.verdict_of(found)
 
     def _run(self, rule_id: str, arguments: Any, now: datetime | None) -> Iterator[Violation]:
         code = self.contract.rules[rule_id].code
         for v in _CHECKS[rule_id](arguments, now):
             yield Violation(v.rule, code, v.path)
 
-    def _finish(self, found: list[Violation]) -> Verdict:
+    def verdict_of(self, found: list[Violation]) -> Verdict:
+        """The verdict these violations make: each once, the code the contract's precedence puts first."""
         unique = tuple(dict.fromkeys(found))
         codes = {v.code for v in unique}
         code = next((c for c in self.contract.code_precedence if c in codes), None)

@@ -18,10 +18,11 @@ from engram_mcp.contract import load
 from engram_mcp.contract.binding import Binding
 from engram_mcp.contract.validation import instant
 from engram_mcp.reference import _search as search_index
+from engram_mcp.reference._call import UnitHooks
 from engram_mcp.reference._crypto import DigestKeyer, derive_key
 from engram_mcp.reference._envelope import Outcome, Refusal
 from engram_mcp.reference._journal import scope_of
-from engram_mcp.reference._lifecycle import AUDIT_IN_TRANSACTION, MUTATION_GUARD, Lifecycle, purge_horizon
+from engram_mcp.reference._lifecycle import Lifecycle, purge_horizon
 from engram_mcp.reference._periodic import Periodic
 from engram_mcp.reference._policy import ScopePolicy
 from engram_mcp.reference._ports import Cipher, KeysLegacyDigests, MemoryStore, Scope, StoreTransaction
@@ -42,7 +43,13 @@ class Engine:
         cursor_key: bytes,
         digest_key: bytes | None = None,
         limits: ResourceLimits | None = None,
+        *,
+        recall: type[Recall] = Recall,
+        lifecycle: type[Lifecycle] = Lifecycle,
+        cursors: type[search_index.CursorSealer] = search_index.CursorSealer,
     ) -> None:
+        """``recall``, ``lifecycle`` and ``cursors`` are the classes of the engine's parts (a subclass of one
+        changes one behaviour)."""
         self.store = store
         self.limits = limits or ResourceLimits()
         self.calls = CallWindow(self.limits.quotas, store)
@@ -53,12 +60,14 @@ class Engine:
         if isinstance(store, KeysLegacyDigests):  # a store that can predate keyed digests keys them once
             store.key_legacy_digests(self.digests.stored)
         self.contract = load()
-        self.recall = Recall(store, search_index.CursorSealer(cursor_key))
-        self.lifecycle = Lifecycle(store, cipher, policies, self.digests, self.limits,
+        self.recall = recall(store, cursors(cursor_key))
+        self.lifecycle = lifecycle(store, cipher, policies, self.digests, self.limits,
                                    self.recall.readable_at_largest_budget)
-        self._operations: dict[str, Callable[[Binding, dict[str, Any], datetime], dict[str, Any]]] = {
+        self._reads: dict[str, Callable[[Binding, dict[str, Any], datetime], dict[str, Any]]] = {
             "engram_memory_search": self.recall.search,
             "engram_memory_get": self.recall.get,
+        }
+        self._mutations: dict[str, Callable[[Binding, dict[str, Any], datetime, UnitHooks | None], dict[str, Any]]] = {
             "engram_memory_capture": self.lifecycle.capture,
             "engram_memory_request_admission": self.lifecycle.request_admission,
             "engram_memory_withdraw": self.lifecycle.withdraw,
@@ -66,25 +75,18 @@ class Engine:
         }
 
     def call(
-        self, tool: str, caller: Binding, arguments: dict[str, Any], now: datetime,
-        audit: Callable[[StoreTransaction], None] | None = None, guard: Callable[[], None] | None = None,
+        self, tool: str, caller: Binding, arguments: dict[str, Any], now: datetime, hooks: UnitHooks | None = None
     ) -> Outcome:
-        """Run one operation. ``audit`` writes the call's audit row; a mutation that succeeds writes it inside
-        its own unit of work (a refusal rolls it back with everything else, so the edge audits that itself).
-        ``guard`` is asked once the mutation holds the store's lock, and refuses by raising a Refusal."""
-        token = AUDIT_IN_TRANSACTION.set(audit)
+        """Run one operation. ``hooks`` is the call being served: a mutation that succeeds writes its audit row
+        inside its own unit of work (a refusal rolls it back with everything else, so the edge audits that
+        itself), after asking its last word once the store's lock is held; a read leaves both to the edge."""
         try:
-            if self.contract.tools[tool].mutability != "read-only":
-                self._sweep(now)
-            guarded = MUTATION_GUARD.set(guard)  # after the sweep: the guard judges the caller's unit, not the sweep's
-            try:
-                return Outcome(value=self._operations[tool](caller, arguments, now))
-            finally:
-                MUTATION_GUARD.reset(guarded)
+            if tool in self._reads:
+                return Outcome(value=self._reads[tool](caller, arguments, now))
+            self._sweep(now)  # a unit of its own, before the caller's: the hooks judge the caller's unit alone
+            return Outcome(value=self._mutations[tool](caller, arguments, now, hooks))
         except Refusal as refusal:
             return Outcome(code=refusal.code)
-        finally:
-            AUDIT_IN_TRANSACTION.reset(token)
 
     def start_housekeeping(self, interval: float | None = None) -> None:
         """Sweep expired pending candidates periodically (each minute at most), so an idle server shreds them too."""

@@ -12,7 +12,6 @@ import json
 import logging
 import threading
 from collections.abc import Callable
-from contextvars import ContextVar
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -33,6 +32,7 @@ from engram_mcp.contract.binding import (
     scope_ref,
 )
 from engram_mcp.contract.validation import instant
+from engram_mcp.reference._call import UnitHooks
 from engram_mcp.reference._crypto import DigestKeyer
 from engram_mcp.reference._envelope import Refusal
 from engram_mcp.reference._journal import append_event, authorization, reserve, reserved, scope_of, transaction_receipt
@@ -59,14 +59,6 @@ EXPIRY_BATCH = 256  # candidates shredded per sweep, so that a sweep never holds
 
 log = logging.getLogger("engram_mcp.reference")
 
-# The edge's audit row for the call being served, written inside the mutation's own unit of work.
-AUDIT_IN_TRANSACTION: ContextVar[Callable[[StoreTransaction], None] | None] = ContextVar(
-    "audit_in_transaction", default=None
-)
-# The call's last word, asked at the top of each mutation's unit of work once the store's lock is held: a
-# cancellation, deadline or execution window that passed while the call waited for the lock raises its Refusal
-# there, and the unit rolls back with nothing committed (EMC-HP-055, EMC-HP-056, EMC-HP-066).
-MUTATION_GUARD: ContextVar[Callable[[], None] | None] = ContextVar("mutation_guard", default=None)
 # A change: the value to answer and reserve, and the erasure it queued (if any), from inside the unit of work.
 Change = Callable[[StoreTransaction], tuple[dict[str, Any], int | None]]
 
@@ -92,15 +84,18 @@ class Lifecycle:
     # -- the one mutation wrapper ------------------------------------------------------------
 
     def mutate(
-        self, tool: str, caller: Binding, args: dict[str, Any], change: Change
+        self, tool: str, caller: Binding, args: dict[str, Any], change: Change, hooks: UnitHooks | None = None
     ) -> tuple[dict[str, Any], int | None]:
-        """Replay or apply ``change`` under the caller's idempotency key, in one unit of work with its audit row."""
+        """Replay or apply ``change`` under the caller's idempotency key, in one unit of work with its audit row.
 
-        guard = MUTATION_GUARD.get()
+        ``hooks`` is the call being served: its last word is asked at the top of the unit, once the store's lock
+        is held (a cancellation, deadline or execution window that passed while the call waited for the lock
+        refuses there, and the unit rolls back: EMC-HP-055, EMC-HP-056, EMC-HP-066); its audit row is written
+        inside the unit."""
 
         def unit(store_tx: StoreTransaction) -> tuple[dict[str, Any], int | None]:
-            if guard is not None:
-                guard()
+            if hooks is not None:
+                hooks.last_word()
             metered = Metered(store_tx)
             tx = metered.tx
             replay = self.replay_of(tx, tool, caller, args)
@@ -109,9 +104,8 @@ class Lifecycle:
             else:
                 outcome = change(tx)
                 reserve(tx, tool, caller, args, outcome[0])
-            audit = AUDIT_IN_TRANSACTION.get()
-            if audit is not None:
-                audit(tx)
+            if hooks is not None:
+                hooks.write_audit(tx)
             if metered.written:  # a replay's audit row is counted too, but never refused: it answers what was done
                 self._count_ledger_bytes(store_tx, caller, metered.written, check=replay is None)
             return outcome
@@ -136,7 +130,9 @@ class Lifecycle:
 
     # -- capture -----------------------------------------------------------------------------
 
-    def capture(self, caller: Binding, args: dict[str, Any], now: datetime) -> dict[str, Any]:
+    def capture(
+        self, caller: Binding, args: dict[str, Any], now: datetime, hooks: UnitHooks | None = None
+    ) -> dict[str, Any]:
         tool = "engram_memory_capture"
         policy = self.policy_for(scope_of(caller))
 
@@ -173,7 +169,7 @@ class Lifecycle:
                 ),
             }, None
 
-        return self.mutate(tool, caller, args, change)[0]
+        return self.mutate(tool, caller, args, change, hooks)[0]
 
     def _count_ledger_bytes(self, tx: StoreTransaction, caller: Binding, written: int, *, check: bool) -> None:
         """Count what the unit of work leaves for good; RATE_LIMITED (all of it rolled back) past a bound."""
@@ -217,7 +213,9 @@ class Lifecycle:
 
     # -- admission -----------------------------------------------------------------------------
 
-    def request_admission(self, caller: Binding, args: dict[str, Any], now: datetime) -> dict[str, Any]:
+    def request_admission(
+        self, caller: Binding, args: dict[str, Any], now: datetime, hooks: UnitHooks | None = None
+    ) -> dict[str, Any]:
         tool = "engram_memory_request_admission"
         policy = self.policy_for(scope_of(caller))
 
@@ -278,11 +276,13 @@ class Lifecycle:
             )
             return {"outcome": outcome, "replayed": False}, None
 
-        return self.mutate(tool, caller, args, change)[0]
+        return self.mutate(tool, caller, args, change, hooks)[0]
 
     # -- withdraw and expiry ---------------------------------------------------------------------
 
-    def withdraw(self, caller: Binding, args: dict[str, Any], now: datetime) -> dict[str, Any]:
+    def withdraw(
+        self, caller: Binding, args: dict[str, Any], now: datetime, hooks: UnitHooks | None = None
+    ) -> dict[str, Any]:
         tool = "engram_memory_withdraw"
 
         def change(tx: StoreTransaction) -> tuple[dict[str, Any], int | None]:
@@ -308,7 +308,7 @@ class Lifecycle:
                 "key_destruction": "pending",  # until no store file holds the wrapped key or the ciphertext
             }, erasure
 
-        value, erasure = self.mutate(tool, caller, args, change)
+        value, erasure = self.mutate(tool, caller, args, change, hooks)
         return value if erasure is None else self._conclude_erasure(caller, args, value, "key_destruction", erasure)
 
     def _shred_candidate(self, tx: StoreTransaction, found: StoredCandidate, cursor: int) -> int:
@@ -369,7 +369,9 @@ class Lifecycle:
 
     # -- forget ------------------------------------------------------------------------------------
 
-    def forget(self, caller: Binding, args: dict[str, Any], now: datetime) -> dict[str, Any]:
+    def forget(
+        self, caller: Binding, args: dict[str, Any], now: datetime, hooks: UnitHooks | None = None
+    ) -> dict[str, Any]:
         tool = "engram_memory_forget"
 
         def change(tx: StoreTransaction) -> tuple[dict[str, Any], int | None]:
@@ -403,7 +405,7 @@ class Lifecycle:
                 ),
             }, erasure
 
-        value, erasure = self.mutate(tool, caller, args, change)
+        value, erasure = self.mutate(tool, caller, args, change, hooks)
         if erasure is None:
             return value
         return self._conclude_erasure(caller, args, value, "projection_invalidation", erasure)

@@ -62,7 +62,7 @@ def run_stdio(reference: ReferenceServer) -> None:
 
     async def run() -> None:
         async with stdio_transport(reference.config.transport.max_message_bytes) as (read, write):
-            await reference.server.run(read, write, reference.server.create_initialization_options())
+            await reference.run(read, write)
 
     try:
         anyio.run(run)
@@ -86,7 +86,9 @@ class BearerGuard:
         await self.app(scope, receive, send)
 
 
-def http_app(reference: ReferenceServer, host: str, port: int) -> Any:
+def http_app(reference: ReferenceServer, host: str, port: int, *,
+             guard: Callable[[Any, str], Any] = BearerGuard) -> Any:
+    """The streamable HTTP app, behind ``guard`` (the host bearer check: the app and the token in, an ASGI app out)."""
     if not reference.config.http_bearer_token:
         raise ValueError("serving HTTP needs http_bearer_token_file in the configuration")
     # DNS-rebinding protection stays on whatever the bind address: only these Host and Origin values pass.
@@ -104,7 +106,7 @@ def http_app(reference: ReferenceServer, host: str, port: int) -> Any:
     )
     reference.on_bound_call = sessions.attribute
     app = session_app(sessions, MCP_PATH)
-    return BearerGuard(MessageGuard(app, MCP_PATH, limits.max_message_bytes), reference.config.http_bearer_token)
+    return guard(MessageGuard(app, MCP_PATH, limits.max_message_bytes), reference.config.http_bearer_token)
 
 
 def serve_http(config: ServerConfig, host: str, port: int) -> None:

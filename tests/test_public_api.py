@@ -26,7 +26,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PUBLIC = {
     "engram_mcp.contract": None,
-    "engram_mcp.contract.errors": "engram_mcp.contract.binding",
+    "engram_mcp.contract.errors": None,  # gathered from the package's modules (each defines its own)
+    "engram_mcp.contract.binding": None,  # a package: its modules are private, the package names the public
     "engram_mcp.reference.errors": None,
     "engram_mcp.reference.ports": "engram_mcp.reference._ports",
     "engram_mcp.reference.init": "engram_mcp.reference._init",

@@ -584,10 +584,10 @@ def test_a_null_binding_is_refused_not_ignored(reference: ReferenceServer) -> No
     directly."""
     for value in (None, "", 0, {"token": "x"}):
         with pytest.raises(MCPError) as caught:
-            reference._binding(SimpleNamespace(meta={HOST_BINDING_META_KEY: value}))  # type: ignore[arg-type]
+            reference.trusted_binding(SimpleNamespace(meta={HOST_BINDING_META_KEY: value}))  # type: ignore[arg-type]  # only meta is read
         assert (caught.value.error.code, caught.value.error.message) == (UNTRUSTED.jsonrpc_code, UNTRUSTED.message)
-    assert reference._binding(SimpleNamespace(meta={})) is None  # type: ignore[arg-type]
-    assert reference._binding(SimpleNamespace(meta=None)) is None  # type: ignore[arg-type]
+    assert reference.trusted_binding(SimpleNamespace(meta={})) is None  # type: ignore[arg-type]  # only meta is read
+    assert reference.trusted_binding(SimpleNamespace(meta=None)) is None  # type: ignore[arg-type]  # only meta is read
 
 
 def test_packet_sizes_count_canonical_bytes() -> None:
@@ -605,7 +605,8 @@ def test_a_mutation_its_guard_refuses_under_the_lock_commits_nothing(harness: Ha
         asked.append(harness.store._db.in_transaction)  # asked while the unit of work holds the store
         raise Refusal(code)
 
-    assert harness.engine.call("engram_memory_capture", binding(), arguments, NOW, None, guard).code == code
+    hooks = SimpleNamespace(last_word=guard, write_audit=lambda tx: None)
+    assert harness.engine.call("engram_memory_capture", binding(), arguments, NOW, hooks).code == code
     assert asked == [True]
     with sqlite3.connect(harness.store.path) as db:
         assert db.execute("SELECT count(*) FROM reservations").fetchone()[0] == 0

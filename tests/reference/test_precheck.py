@@ -23,6 +23,7 @@ from engram_mcp.reference._config import load_config
 from engram_mcp.reference._envelope import Outcome
 from engram_mcp.reference._precheck import ItemCounts, _bounds, _reached
 from engram_mcp.reference._server import ReferenceServer
+from engram_mcp.reference.server import CallContext
 from tests.reference.conftest import ReferenceDir, capture_args, stdio_client_for
 from tests.test_compiled_validators import _mutated
 
@@ -106,7 +107,9 @@ def test_a_capture_citing_a_hundred_thousand_ids_is_refused_without_the_per_item
             raise AssertionError("the oracle's per-item pass ran")
 
         monkeypatch.setattr(server.oracle, "verdict", per_item_pass)
-        refused = server._admitted("engram_memory_capture", reference_dir.host.binding(), arguments, datetime.now(UTC))
+        call = CallContext("engram_memory_capture", reference_dir.host.binding(), "audit_" + "0" * 32, arguments,
+                           datetime.now(UTC), server.audit, server.deadlines)
+        refused = server.admitted(call)
     finally:
         server.close()
     assert isinstance(refused, Outcome) and refused.code == COUNTS.code
