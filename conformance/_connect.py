@@ -218,7 +218,8 @@ class Connection:
         self.lost = False  # the target closed the connection after the opening exchange
         self.tap = _Tap()  # request ids and answers as they crossed the wire (cancellation checks)
         # Lives as long as the connection: the target writes to it until close().
-        self.stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")  # noqa: SIM115
+        self.stderr = tempfile.TemporaryFile(  # noqa: SIM115 - open as long as this object, past close()
+            mode="w+", encoding="utf-8", errors="replace")
         self._portal_cm: Any = None
         self._portal: BlockingPortal | None = None
         self._session_cm: Any = None
@@ -385,8 +386,8 @@ class Connection:
             try:
                 with scope:
                     # The SDK validates with a TypeAdapter too; only its TypeVar's bound says BaseModel.
-                    raw = await session.send_request(request, _RAW,  # type: ignore[type-var]
-                                                     request_read_timeout_seconds=timeout or self.timeout)
+                    raw = await session.send_request(  # type: ignore[type-var]  # a TypeAdapter serves as well
+                        request, _RAW, request_read_timeout_seconds=timeout or self.timeout)
                 if scope.cancelled_caught:
                     return Reply("cancelled", elapsed=time.perf_counter() - started)
             except MCPError as error:

@@ -183,7 +183,8 @@ class World:
         reply = self.conn.call(tool, arguments, meta, answer=answer, timeout=timeout, intent=stance)
         if reply.kind == "input_required" and confirm and answer != "silence":
             if retry_meta is None:  # the retry is a call of its own, with its own audit id (EMC-HP-053)
-                retry_meta = self.host.meta(scope, principal, deadline=deadline)  # type: ignore[arg-type]
+                retry_meta = self.host.meta(scope, principal,  # type: ignore[arg-type]  # set above: meta was None
+                                            deadline=deadline)
             reply = self.conn.call(tool, arguments, retry_meta, input_responses=self.confirmer.input_responses(answer),
                                    request_state=(reply.result or {}).get("requestState"), timeout=timeout,
                                    intent=stance)

@@ -1,4 +1,4 @@
-"""The harness, proved against benign targets: every variant of tests/benign/targets.py is certified.
+"""The harness, proved against benign targets: every variant of the catalog in tests/benign is certified.
 
 Each variant differs from the reference only where contract 1.0.0 leaves an
 implementer free (texts, schema layout, order, identity, formats, timing). Each
@@ -19,17 +19,17 @@ beside the faulty targets' kill rate.
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+
+from tests.benign import opaque_ids, targets
 
 # The batch of runs happens inside the first test that asks for it; a deeper run, kept out of the default command.
 pytestmark = [pytest.mark.timeout(3000), pytest.mark.slow]
@@ -38,17 +38,6 @@ WORKERS = 3  # runs in flight at once: each spends part of its time waiting on i
 RUN_TIMEOUT = 600.0  # seconds one full conformance run may take before it is ended, server and all (a loaded machine)
 
 
-def _load_catalog() -> ModuleType:
-    path = Path(__file__).resolve().parent / "benign" / "targets.py"
-    spec = importlib.util.spec_from_file_location("engram_benign_targets", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
-
-
-targets = _load_catalog()
 NAMES = list(targets.VARIANTS)
 
 
@@ -122,9 +111,9 @@ def test_the_catalog_is_wide_and_well_formed() -> None:
 def test_the_id_mappings_round_trip() -> None:
     """The opaque-id variants hand out other ids of the same length and map them back to the reference's."""
     inner = "mem_y5lyhrr2w42rak7rz6h3gypy53rhohj2zszdhj7gpqzvjnijiqkq"
-    outer = targets.outer_record(inner)
-    assert outer != inner and len(outer) == len(inner) and targets.RECORD.match(outer)
-    assert targets.inner_record(outer) == inner
+    outer = opaque_ids.outer_record(inner)
+    assert outer != inner and len(outer) == len(inner) and opaque_ids.RECORD.match(outer)
+    assert opaque_ids.inner_record(outer) == inner
     cursor = "v1.Opaque-cursor_Value"
-    assert targets.outer_cursor(cursor) != cursor and len(targets.outer_cursor(cursor)) == len(cursor)
-    assert targets.inner_cursor(targets.outer_cursor(cursor)) == cursor
+    assert opaque_ids.outer_cursor(cursor) != cursor and len(opaque_ids.outer_cursor(cursor)) == len(cursor)
+    assert opaque_ids.inner_cursor(opaque_ids.outer_cursor(cursor)) == cursor

@@ -450,7 +450,8 @@ def test_the_gitlab_sign_job_signs_the_finished_report(tmp_path: Path) -> None:
     assert job["needs"] == [{"job": "engram-conformance", "artifacts": True}] and job["when"] == "always"
     assert "CONFORMANCE_SIGN_KEY" not in " ".join(template["engram-conformance"]["script"][1:]).replace(
         "unset CONFORMANCE_SIGN_KEY", "")
-    run = Run(target=parse_target("stdio:my-server"), profile=None, host=None, confirmer=None,  # type: ignore[arg-type]
+    run = Run(target=parse_target("stdio:my-server"),
+              profile=None, host=None, confirmer=None,  # type: ignore[arg-type]  # never read without a None check
               eras=("legacy",), seed=0, examples=1, strict=False, baseline=frozenset(), report_dir=None, timeout=1.0)
     reports = tmp_path / template["variables"]["CONFORMANCE_REPORT_DIR"]
     write_reports(run, reports)

@@ -1,6 +1,6 @@
 """The harness, proved against faulty targets: every variant of tests/faulty/targets.py is caught, the reference is not.
 
-Each variant is served by ``tests/faulty/targets.py VARIANT --config ...`` and
+Each variant (tests/faulty, one module a family) is served by ``tests/faulty/targets.py VARIANT --config ...`` and
 judged by the real ``conformance`` command line with the variant's ``--select``
 and ``--era``, against its own copy of one ``engram-reference init``
 configuration (so no two runs share a store). A variant is caught when the run
@@ -18,20 +18,19 @@ printed in the terminal summary.
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
 from engram_mcp.conformance._catalog import suite_checks
 from engram_mcp.contract import load
+from tests.faulty import targets
 
 # The batch of runs happens inside the first test that asks for it; a deeper run, kept out of the default command.
 pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]
@@ -40,17 +39,6 @@ WORKERS = 3  # runs in flight at once: each spends part of its time waiting on i
 RUN_TIMEOUT = 240.0  # seconds one conformance run may take before it is ended, servers and all
 
 
-def _load_catalog() -> ModuleType:
-    path = Path(__file__).resolve().parent / "faulty" / "targets.py"
-    spec = importlib.util.spec_from_file_location("engram_faulty_targets", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
-
-
-targets = _load_catalog()
 NAMES = list(targets.VARIANTS)
 
 

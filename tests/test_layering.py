@@ -253,3 +253,22 @@ def test_no_package_module_imports_itself_round_about() -> None:
 def test_the_cycle_scan_finds_a_loop_and_only_a_loop(sources: dict[str, tuple[str, bool]],
                                                      expected: list[list[str]]) -> None:
     assert cycles(import_graph(sources)) == expected
+
+
+# -- files one can read in one sitting ------------------------------------------------------------------------------
+
+PACKAGE_LINES_MAX, TEST_LINES_MAX = 600, 800
+
+
+def _lines(path: Path) -> int:
+    return len(path.read_text(encoding="utf-8").splitlines())
+
+
+def test_no_file_is_longer_than_one_sitting() -> None:
+    """A package module stays under 600 lines and a test module under 800: past that, split it by what it does."""
+    packages = [path for folder in PACKAGE_DIRS.values() for path in (ROOT / folder).rglob("*.py")]
+    tests = list((ROOT / "tests").rglob("*.py"))
+    too_long = {str(p.relative_to(ROOT)): n for p in packages if (n := _lines(p)) > PACKAGE_LINES_MAX}
+    too_long |= {str(p.relative_to(ROOT)): n for p in tests
+                 if "node_modules" not in p.parts and (n := _lines(p)) > TEST_LINES_MAX}
+    assert not too_long, f"longer than {PACKAGE_LINES_MAX} (package) or {TEST_LINES_MAX} (tests) lines: {too_long}"

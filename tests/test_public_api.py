@@ -188,7 +188,7 @@ from contextlib import ExitStack
 import pytest
 
 from engram_mcp.reference._store import SqliteStore as MyStore  # stands for a store of someone else's
-from engram_mcp.reference.testing import *  # noqa: F403
+from engram_mcp.reference.testing import *  # noqa: F403 - the tests, collected where they are imported
 from engram_mcp.reference.testing import StoreSite
 
 

@@ -26,19 +26,13 @@ them are skipped and say so.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
 import shlex
-import shutil
-import signal
 import socket
 import subprocess
 import sys
-import time
 import tomllib
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,182 +42,50 @@ import pytest
 
 from engram_mcp.conformance._bridge import bind
 from engram_mcp.contract import load
-from engram_mcp.contract.binding import HOST_BINDING_META_KEY, load_private_key, mint_binding
+from engram_mcp.contract.binding import HOST_BINDING_META_KEY
+from tests.thirdparty_support import (
+    CONFORMANCE,
+    ENGRAM,
+    NODE_MODULES,
+    NODE_TIMEOUT,
+    NPX_TIMEOUT,
+    ROOT,
+    SCOPED,
+    START_TIMEOUT,
+    THIRDPARTY,
+    TRACEBACK,
+    HarnessRun,
+    ReferenceDir,
+    blocks_cannot_run,
+    free_port,
+    init_reference,
+    json_documents,
+    node_missing,
+    port_pair,
+    run_command,
+    run_harness,
+    run_readme_block,
+    stop,
+    wait_for,
+)
 
-ROOT = Path(__file__).resolve().parents[1]
-THIRDPARTY = ROOT / "tests" / "thirdparty"
-NODE_MODULES = THIRDPARTY / "node_modules"
-SCOPED = NODE_MODULES / "@modelcontextprotocol"
 NAIVE_SERVER = THIRDPARTY / "naive_server.py"
 TOOLS = tuple(load().tools)
-BIN = Path(sys.executable).parent
-
-
-def _script(name: str, module: str) -> list[str]:
-    """The installed command next to this interpreter; ``python -m`` where it was not installed."""
-    path = BIN / name
-    return [str(path)] if path.exists() else [sys.executable, "-m", module]
-
-
-CONFORMANCE = _script("conformance", "engram_mcp.conformance._cli")
-ENGRAM = _script("engram-reference", "engram_mcp.reference._cli")
-TRACEBACK = "Traceback (most recent call last)"
-
 # Seconds. A run that takes longer has hung; the usual run takes a fraction of this.
 HARNESS_TIMEOUT = {"server-memory": 90, "server-everything": 90, "naive": 180}
-NODE_TIMEOUT = 60
-START_TIMEOUT = 30
 
-
-def _node_missing() -> str | None:
-    try:
-        subprocess.run(["node", "--version"], capture_output=True, timeout=30, check=True)
-    except (OSError, subprocess.SubprocessError):
-        return "Node.js is not installed (node is needed for the third-party MCP packages)"
-    if not (SCOPED / "conformance" / "package.json").exists():
-        return "tests/thirdparty/node_modules is missing: run `npm ci --prefix tests/thirdparty`"
-    return None
-
-
-needs_node = pytest.mark.skipif(_node_missing() is not None, reason=_node_missing() or "")
-
-
-# -- processes -----------------------------------------------------------------
-
-
-def _stop(process: subprocess.Popen[Any]) -> None:
-    """End a process started in a session of its own, and everything it started."""
-    if process.poll() is None:
-        try:
-            os.killpg(process.pid, signal.SIGTERM)
-            process.wait(timeout=10)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=10)
-
-
-def _run(command: list[str], *, timeout: float, cwd: Path | None = None) -> tuple[int, str, str, float]:
-    """Run a command to its end; a hang fails the test and leaves nothing running."""
-    started = time.monotonic()
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                               text=True, cwd=cwd, start_new_session=True)
-    try:
-        stdout, stderr = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _stop(process)
-        pytest.fail(f"{shlex.join(command)[:300]} did not finish within {timeout} s: it hung")
-    return process.returncode, stdout, stderr, time.monotonic() - started
-
-
-def _port_pair() -> int:
-    """A port free on both 127.0.0.1 and 127.0.0.2 (conformance bearer-bridge --help says why the same number)."""
-    for _ in range(100):
-        with socket.socket() as first:
-            first.bind(("127.0.0.1", 0))
-            port = first.getsockname()[1]
-            with socket.socket() as second:
-                try:
-                    second.bind(("127.0.0.2", port))
-                except OSError:
-                    continue
-        return port
-    raise RuntimeError("no port is free on both 127.0.0.1 and 127.0.0.2")
-
-
-def _wait_for(address: tuple[str, int], process: subprocess.Popen[Any], what: str) -> None:
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pytest.fail(f"{what} exited with {process.returncode} before listening on {address[0]}:{address[1]}")
-        try:
-            with socket.create_connection(address, timeout=1):
-                return
-        except OSError:
-            time.sleep(0.1)
-    _stop(process)
-    pytest.fail(f"{what} did not listen on {address[0]}:{address[1]} within {START_TIMEOUT} s")
+needs_node = pytest.mark.skipif(node_missing() is not None, reason=node_missing() or "")
 
 
 # -- the reference configuration and its host ------------------------------------
 
 
-@dataclass
-class ReferenceDir:
-    path: Path
-
-    @property
-    def config(self) -> Path:
-        return self.path / "server.toml"
-
-    @property
-    def profile(self) -> Path:
-        return self.path / "conformance-profile.toml"
-
-    @property
-    def bearer(self) -> str:
-        return (self.path / "keys" / "http-bearer.txt").read_text(encoding="utf-8").strip()
-
-    def binding(self, tenant: str = "acme", workspace: str = "research", principal: str = "agent-full") -> str:
-        """A host binding as the profile's test host mints it (spec/host-profile.md §1)."""
-        profile = tomllib.loads(self.profile.read_text(encoding="utf-8"))
-        key = load_private_key((self.path / profile["binding"]["private_key_file"]).read_bytes())
-        return mint_binding(key, profile["binding"]["kid"], audience=profile["target"]["audience"],
-                            issuer=profile["binding"]["issuer"], tenant=tenant, workspace=workspace,
-                            principal=principal, agent_id="inspector", session="inspector",
-                            purpose_ref=profile["binding"]["purpose_ref"], lifetime=60)
-
-    @property
-    def purpose(self) -> str:
-        return tomllib.loads(self.profile.read_text(encoding="utf-8"))["binding"]["purpose_ref"]
-
-
-def _init(path: Path) -> ReferenceDir:
-    code, _, stderr, _ = _run([*ENGRAM, "init", str(path)], timeout=60)
-    assert code == 0, stderr
-    return ReferenceDir(path)
-
-
 @pytest.fixture(scope="module")
 def reference_dir(tmp_path_factory: pytest.TempPathFactory) -> ReferenceDir:
-    return _init(tmp_path_factory.mktemp("thirdparty-reference"))
+    return init_reference(tmp_path_factory.mktemp("thirdparty-reference"))
 
 
 # -- harness runs --------------------------------------------------------------
-
-
-@dataclass
-class HarnessRun:
-    target: str
-    code: int
-    stdout: str
-    stderr: str
-    elapsed: float
-    header: dict[str, Any]
-    checks: list[dict[str, Any]]
-    footer: dict[str, Any]
-
-    def results(self, check: str, era: str | None = None) -> list[dict[str, Any]]:
-        return [r for r in self.checks if r["check"] == check and (era is None or r["era"] == era)]
-
-    def statuses(self, check: str, era: str | None = None) -> Counter[str]:
-        return Counter(r["status"] for r in self.results(check, era))
-
-    def failed(self) -> set[str]:
-        return {r["check"] for r in self.checks if r["status"] == "FAIL"}
-
-
-def _harness(target: str, profile: Path | None, report_dir: Path, timeout: float, *options: str) -> HarnessRun:
-    given = ["--profile", str(profile)] if profile is not None else []
-    command = [*CONFORMANCE, "--target", target, *given, "--report-dir", str(report_dir), *options]
-    code, stdout, stderr, elapsed = _run(command, timeout=timeout)
-    report = report_dir / "report.jsonl"
-    assert report.exists(), f"no report.jsonl (exit {code}); stderr: {stderr[-2000:]}"
-    lines = [json.loads(line) for line in report.read_text(encoding="utf-8").splitlines()]
-    header = next(x for x in lines if x["type"] == "header")
-    footer = next(x for x in lines if x["type"] == "footer")
-    checks = [x for x in lines if x["type"] == "check"]
-    return HarnessRun(target, code, stdout, stderr, elapsed, header, checks, footer)
 
 
 @pytest.fixture(scope="module")
@@ -243,7 +105,7 @@ def run_of(reference_dir: ReferenceDir, tmp_path_factory: pytest.TempPathFactory
                 target = "stdio:" + shlex.join(command + (["stdio"] if name == "server-everything" else []))
             # Fewer generated cases than the default: the naive server's defects show in the first few.
             options = ("--examples", "5") if name == "naive" else ()
-            runs[name] = _harness(target, reference_dir.profile, tmp / "report", HARNESS_TIMEOUT[name], *options)
+            runs[name] = run_harness(target, reference_dir.profile, tmp / "report", HARNESS_TIMEOUT[name], *options)
             print(f"\n{name}: exit {runs[name].code} in {runs[name].elapsed:.1f} s; "
                   + ", ".join(f"{k} {v}" for k, v in sorted(runs[name].footer["counts"].items())))
         return runs[name]
@@ -336,7 +198,7 @@ def test_server_memory_without_a_profile_is_told_apart_from_an_incomplete_run(tm
     a scope: it is its own verdict, said first, and no "give the profile …" hint pretends a profile would help."""
     command = ["env", f"MEMORY_FILE_PATH={tmp_path / 'memory.jsonl'}", "node",
                str(SCOPED / "server-memory" / "dist" / "index.js")]
-    run = _harness("stdio:" + shlex.join(command), None, tmp_path / "report", HARNESS_TIMEOUT["server-memory"])
+    run = run_harness("stdio:" + shlex.join(command), None, tmp_path / "report", HARNESS_TIMEOUT["server-memory"])
     output = run.stdout + run.stderr
     assert run.code == 6 and run.footer["exit_code"] == 6, output[-3000:]
     lines = run.stdout.splitlines()
@@ -445,7 +307,7 @@ class HttpReference:
 @pytest.fixture(scope="module")
 def reference_over_http(reference_dir: ReferenceDir) -> Iterator[HttpReference]:
     """engram-reference serve --http on 127.0.0.2:PORT, and the bearer bridge on 127.0.0.1:PORT."""
-    port = _port_pair()
+    port = port_pair()
     server = subprocess.Popen([*ENGRAM, "serve", "--http", f"127.0.0.2:{port}", "--config", str(reference_dir.config)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                               start_new_session=True)
@@ -456,12 +318,12 @@ def reference_over_http(reference_dir: ReferenceDir) -> Iterator[HttpReference]:
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                               start_new_session=True)
     try:
-        _wait_for(("127.0.0.2", port), server, "engram-reference serve --http")
-        _wait_for(("127.0.0.1", port), bridge, "conformance bearer-bridge")
+        wait_for(("127.0.0.2", port), server, "engram-reference serve --http")
+        wait_for(("127.0.0.1", port), bridge, "conformance bearer-bridge")
         yield HttpReference(f"http://127.0.0.1:{port}/mcp", f"http://127.0.0.2:{port}/mcp", reference_dir)
     finally:
-        _stop(bridge)
-        _stop(server)
+        stop(bridge)
+        stop(server)
 
 
 @needs_node
@@ -483,7 +345,7 @@ def test_every_official_server_scenario_is_judged(suite: OfficialSuite) -> None:
     """A new scenario in a pinned release must be judged applicable or not before it is ignored."""
     if suite.missing():
         pytest.skip(suite.missing() or "")
-    code, stdout, stderr, _ = _run(suite.command("list", "--server"), timeout=NODE_TIMEOUT)
+    code, stdout, stderr, _ = run_command(suite.command("list", "--server"), timeout=NODE_TIMEOUT)
     assert code == 0, stderr[-2000:]
     # 0.1.11 prints "  - name"; later releases add the spec versions: "  - name [2025-06-18,2025-11-25]".
     listed = set(re.findall(r"^\s*-\s+(\S+)(?:\s+\[[^\]]*\])?\s*$", stdout, re.M))
@@ -541,12 +403,6 @@ def test_the_bridge_binds_only_modern_tool_requests() -> None:
 BRIDGE = [*CONFORMANCE, "bearer-bridge"]
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def test_bridge_usage_errors_exit_2_and_say_which(reference_dir: ReferenceDir, tmp_path: Path) -> None:
     token = str(reference_dir.path / "keys" / "http-bearer.txt")
     good = ["--listen", "127.0.0.1:1", "--upstream", "http://127.0.0.2:1", "--token-file", token]
@@ -562,7 +418,7 @@ def test_bridge_usage_errors_exit_2_and_say_which(reference_dir: ReferenceDir, t
         "--bind-as: the profile is not valid": [*good, "--bind-as", str(reference_dir.config)],
     }
     for says, argv in cases.items():
-        code, stdout, stderr, _ = _run([*BRIDGE, *argv], timeout=START_TIMEOUT)
+        code, stdout, stderr, _ = run_command([*BRIDGE, *argv], timeout=START_TIMEOUT)
         assert code == 2 and says in stderr and not stdout, f"{argv}: exit {code}\n{stderr}"
         assert stderr.startswith(("conformance bearer-bridge: ", "usage: conformance bearer-bridge")), stderr
         assert TRACEBACK not in stderr, stderr
@@ -570,14 +426,14 @@ def test_bridge_usage_errors_exit_2_and_say_which(reference_dir: ReferenceDir, t
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         listen = f"127.0.0.1:{taken.getsockname()[1]}"
-        code, _, stderr, _ = _run([*BRIDGE, *good[2:], "--listen", listen], timeout=START_TIMEOUT)
+        code, _, stderr, _ = run_command([*BRIDGE, *good[2:], "--listen", listen], timeout=START_TIMEOUT)
     assert code == 3 and f"cannot listen on {listen}: Address already in use" in stderr, stderr
     assert TRACEBACK not in stderr
 
 
 def test_the_bridge_tells_its_client_nothing_about_a_failure(reference_dir: ReferenceDir) -> None:
     """An unreachable upstream is a bare 502, and a request target that names a host is refused, not followed."""
-    port = _free_port()
+    port = free_port()
     with socket.socket() as closed:  # bound and never listening: every connection to it is refused
         closed.bind(("127.0.0.1", 0))
         bridge = subprocess.Popen([*BRIDGE, "--listen", f"127.0.0.1:{port}",
@@ -586,7 +442,7 @@ def test_the_bridge_tells_its_client_nothing_about_a_failure(reference_dir: Refe
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                                   start_new_session=True)
         try:
-            _wait_for(("127.0.0.1", port), bridge, "conformance bearer-bridge")
+            wait_for(("127.0.0.1", port), bridge, "conformance bearer-bridge")
             for target, status, body in (("/mcp", 502, b"upstream unavailable"),
                                          ("http://elsewhere.example/mcp", 400, b"bad request")):
                 with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
@@ -598,7 +454,7 @@ def test_the_bridge_tells_its_client_nothing_about_a_failure(reference_dir: Refe
                 head, _, content = reply.partition(b"\r\n\r\n")
                 assert head.startswith(f"HTTP/1.1 {status} ".encode()) and content == body, reply
         finally:
-            _stop(bridge)
+            stop(bridge)
     assert bridge.stderr is not None
     assert TRACEBACK not in bridge.stderr.read().decode()
 
@@ -612,8 +468,8 @@ def test_official_scenario_against_the_reference(suite: OfficialSuite, scenario:
         pytest.skip(f"official {suite.version} scenario {scenario} not applicable: {judgement['not_applicable']}")
     if suite.missing():
         pytest.skip(suite.missing() or "")
-    code, stdout, stderr, _ = _run(suite.command("server", "--url", reference_over_http.url, "--scenario", scenario,
-                                                 "-o", str(tmp_path)), timeout=NODE_TIMEOUT)
+    code, stdout, stderr, _ = run_command(suite.command("server", "--url", reference_over_http.url, "--scenario",
+                                                        scenario, "-o", str(tmp_path)), timeout=NODE_TIMEOUT)
     saved = list(tmp_path.glob("*/checks.json"))
     assert len(saved) == 1, f"exit {code}; no checks.json was written\n{stdout[-2000:]}{stderr[-2000:]}"
     checks = json.loads(saved[0].read_text(encoding="utf-8"))
@@ -657,8 +513,8 @@ class Inspector:
         """``target`` is ["--", command…] (stdio) or [URL, …]; the reply parsed as JSON when it is JSON."""
         stdio = target[0] == "--"
         args = [*options, *target] if stdio and self.stdio_options_first else [*target, *options]
-        code, stdout, stderr, _ = _run([str(self.node), str(self.entry), "--cli", *args],
-                                       timeout=NODE_TIMEOUT, cwd=self.cwd)
+        code, stdout, stderr, _ = run_command([str(self.node), str(self.entry), "--cli", *args],
+                                              timeout=NODE_TIMEOUT, cwd=self.cwd)
         try:
             parsed = json.loads(stdout)
         except json.JSONDecodeError:
@@ -681,7 +537,7 @@ each_inspector = pytest.mark.parametrize("inspector", INSPECTORS, ids=[i.name fo
 
 @pytest.fixture(scope="module")
 def inspector_dir(tmp_path_factory: pytest.TempPathFactory) -> ReferenceDir:
-    return _init(tmp_path_factory.mktemp("inspector-reference"))
+    return init_reference(tmp_path_factory.mktemp("inspector-reference"))
 
 
 def _stdio_target(directory: ReferenceDir) -> list[str]:
@@ -746,80 +602,18 @@ def test_inspector_lists_and_calls_over_http(inspector: Inspector, reference_ove
 
 # -- the README's blocks, run as written ----------------------------------------------------
 
-NPX_TIMEOUT = 600  # seconds: a first run fetches node@22 and the named package from the npm registry
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
-
-def _readme_block(heading: str) -> str:
-    """The one ```sh block of the README section under this heading."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    _, found, rest = readme.partition(f"\n{heading}\n")
-    assert found, f"README.md has no section {heading!r}"
-    blocks = re.findall(r"```sh\n(.*?)\n```", re.split(r"\n#{2,3} ", rest, maxsplit=1)[0], re.S)
-    assert len(blocks) == 1, f"{heading}: {len(blocks)} sh blocks, not one"
-    return blocks[0]
-
-
-def _blocks_cannot_run() -> str | None:
-    if shutil.which("npx") is None or shutil.which("bash") is None:
-        return "npx and bash are needed to run the README's blocks"
-    if not (Path(sys.prefix) / "bin" / "engram-reference").exists():
-        return f"{sys.prefix} has no bin/engram-reference: the README's blocks run the installed commands"
-    return None
-
-
-needs_npx = pytest.mark.skipif(_blocks_cannot_run() is not None, reason=_blocks_cannot_run() or "")
-
-
-def _run_readme_block(heading: str, workdir: Path, port: int) -> tuple[int, str, str]:
-    """The block run by bash in ``workdir``, whose .venv is this interpreter's; its port 8765 becomes ``port``."""
-    block = _readme_block(heading)
-    assert "8765" in block, f"{heading}: the block no longer names the port 8765 the test replaces"
-    (workdir / ".venv").symlink_to(Path(sys.prefix), target_is_directory=True)
-    script = workdir / "block.sh"
-    script.write_text(block.replace("8765", str(port)), encoding="utf-8")
-    # Files, not pipes: a server the block left running would hold a pipe open after bash has ended.
-    with (workdir / "stdout").open("w") as out, (workdir / "stderr").open("w") as err:
-        process = subprocess.Popen(["bash", "-eu", "-o", "pipefail", str(script)], cwd=workdir, stdout=out,
-                                   stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
-        try:
-            code: int | None = process.wait(timeout=NPX_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            code = None
-        finally:
-            # Whatever the block started in the background and did not stop (it ended before its `kill`).
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGTERM)
-    if code is None:
-        process.wait(timeout=10)
-        pytest.fail(f"{heading}: the block did not finish within {NPX_TIMEOUT} s")
-    return code, (workdir / "stdout").read_text(), (workdir / "stderr").read_text()
-
-
-def _json_documents(text: str) -> list[Any]:
-    """The JSON values printed one after the other, as each inspector call prints its reply, after what `init`
-    printed (the files it wrote, one a line)."""
-    decoder, documents = json.JSONDecoder(), []
-    start = re.search(r"^\{", text, re.M)
-    text = text[start.start():].rstrip() if start else ""
-    at = 0
-    while at < len(text):
-        try:
-            document, end = decoder.raw_decode(text, at)
-        except json.JSONDecodeError:
-            pytest.fail(f"not JSON at offset {at}: {text[at:at + 500]!r}")
-        documents.append(document)
-        at = len(text) - len(text[end:].lstrip())
-    return documents
+needs_npx = pytest.mark.skipif(blocks_cannot_run() is not None, reason=blocks_cannot_run() or "")
 
 
 @needs_node
 @needs_npx
 @pytest.mark.timeout(NPX_TIMEOUT + 60)
 def test_the_readmes_inspector_block_runs_as_written(tmp_path: Path) -> None:
-    code, stdout, stderr = _run_readme_block("### Calling the tools from MCP Inspector's CLI", tmp_path, _free_port())
+    code, stdout, stderr = run_readme_block("### Calling the tools from MCP Inspector's CLI", tmp_path, free_port())
     assert code == 0, f"exit {code}\n{stdout[-2000:]}\n{stderr[-3000:]}"
-    replies = _json_documents(stdout)
+    replies = json_documents(stdout)
     assert len(replies) == 4, f"{len(replies)} replies, not the four calls': {stdout[-2000:]}"
     listed, unbound, searched, over_http = replies
     for listing in (listed, over_http):
@@ -833,7 +627,7 @@ def test_the_readmes_inspector_block_runs_as_written(tmp_path: Path) -> None:
 @needs_npx
 @pytest.mark.timeout(NPX_TIMEOUT + 60)
 def test_the_readmes_official_suite_block_runs_through_the_bridge(tmp_path: Path) -> None:
-    code, stdout, stderr = _run_readme_block("### The official MCP conformance suite", tmp_path, _port_pair())
+    code, stdout, stderr = run_readme_block("### The official MCP conformance suite", tmp_path, port_pair())
     output = ANSI.sub("", stdout)
     assert code == 0, f"exit {code}\n{output[-2000:]}\n{stderr[-3000:]}"
     assert "Running client scenario 'tools-list' against server: http://127.0.0.1:" in output, output

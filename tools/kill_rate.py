@@ -14,7 +14,7 @@ Exit status: 0 when every variant is caught and the control raises no alarm,
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import importlib
 import subprocess
 import sys
 import tempfile
@@ -27,12 +27,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def catalog() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("engram_faulty_targets", ROOT / "tests" / "faulty" / "targets.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    """tests/faulty/targets.py, imported as the package it is (the repository's root on the path)."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    return importlib.import_module("tests.faulty.targets")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,7 +25,7 @@ canonical-JSON or digest code either.
 
 # The corpus is data written one case to a line, which reads better than wrapped calls;
 # each tool's cases stay in one function so that they read in the order they are written.
-# ruff: noqa: E501, PLR0915
+# ruff: noqa: E501, PLR0915 - a case to a line, and a tool's cases in one function
 
 from __future__ import annotations
 

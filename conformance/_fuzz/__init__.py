@@ -41,7 +41,7 @@ Layout
 """
 
 # This module is the package's face: it re-exports the names the checks and tests use.
-# ruff: noqa: F401
+# ruff: noqa: F401 - the names are imported here to be re-exported, not used
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from . import families as _registered  # noqa: F401  (importing it registers the mutation families)
+from . import families as _registered  # noqa: F401 - importing it registers the mutation families
 from .bases import DEFAULT_PURPOSE
 from .case import Case
 from .families.fixtures import fixture_cases

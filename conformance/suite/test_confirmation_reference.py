@@ -10,7 +10,7 @@ differs by that much judges every case the same way.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -172,7 +172,8 @@ def test_a_forged_reference_is_refused(world: World, tool: str, flaw: str) -> No
     if flaw == "garbage":
         reference = {next(iter(refs.approve(scope, principal, tool, arguments))): "not-a-reference"}
     else:
-        reference = refs.flawed(flaw, scope, principal, tool, arguments)  # type: ignore[arg-type]
+        flawed = cast(ReferenceFlaw, flaw)  # garbage is handled above
+        reference = refs.flawed(flawed, scope, principal, tool, arguments)
     reply = send(world, tool, arguments, reference, valid=False)
     assert_refused_and_unchanged(world, tool, arguments, reply, f"{flaw}_reference")
 

@@ -187,7 +187,8 @@ def refused(world: World, forgery: str) -> None:
         meta = world.host.forged(cast(Forgery, forgery), scope, principal)  # one of world.host.forgeries
     else:  # no host identity: a missing binding, or one that is no token at all, needs no scope
         world.require_offered_unbound("engram_memory_search")
-        meta = world.host.forged(forgery, None, "")  # type: ignore[arg-type]
+        meta = world.host.forged(cast(Forgery, forgery),  # one of world.host.forgeries
+                                 None, "")  # type: ignore[arg-type]  # a bare binding needs no scope, and there is none
     reply = world.conn.call("engram_memory_search", {"query": "ledger", "purpose_ref": world.profile.purpose_ref}, meta)
     world.evidence.add("reply", {"kind": reply.kind, "error": reply.error, "code": reply.code})
     assert reply.kind == "error", f"a {forgery} binding was served: {reply.kind} {reply.code!r}"

@@ -23,9 +23,7 @@ content, which is the caller's material by design.
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +33,9 @@ from engram_mcp.conformance import _fuzz as fuzz
 from engram_mcp.conformance import _messages as messages
 from engram_mcp.conformance._checks import Blocked, check, pin, require
 from engram_mcp.conformance._connect import Reply
+from engram_mcp.conformance._envelope_reading import hits, record_content, reflections, same_json, text_copy
 from engram_mcp.conformance._world import DIGEST, World, capture_arguments, fresh_key, unique
+from engram_mcp.conformance.hosts import Answer
 from engram_mcp.contract import load
 
 CONTRACT = load()
@@ -53,9 +53,6 @@ ERROR_KEYS = frozenset({"code", "message", "retriable"})
 OUTPUT_KEYS = frozenset({"schema_version", "value"})
 EXACT_MEMBERS = "EMC-ENV-009"  # profile: no member beyond the contract's
 CLOSED_VALUES = "EMC-ENV-007"  # profile: this project's closed value schemas
-# The members of a returned record that hold what the capturing caller wrote.
-RECORD_CONTENT = frozenset({"purpose_ref", "valid_time", "components", "primary_component_id", "primary_event",
-                            "citations", "retention", "reconciliation"})
 SHOWN = 50  # failing calls spelled out in a message (the reports keep up to 60 lines of it)
 
 
@@ -107,8 +104,8 @@ def _collect(world: World) -> list[Observed]:
     purpose = world.profile.purpose_ref
     out: list[Observed] = []
 
-    def call(label: str, tool: str, arguments: Any, answer: str = "decline") -> Reply:
-        reply = world.call(tool, arguments, scope=scope, principal=principal, answer=answer)  # type: ignore[arg-type]
+    def call(label: str, tool: str, arguments: Any, answer: Answer = "decline") -> Reply:
+        reply = world.call(tool, arguments, scope=scope, principal=principal, answer=answer)
         out.append(Observed(label, tool, arguments, reply))
         return reply
 
@@ -229,30 +226,6 @@ def _errors(world: World, harness: Any) -> list[tuple[Observed, dict[str, Any]]]
                 if isinstance(e, dict) and isinstance(e.get("error"), dict)]
     require(failures, "no refusal of the sample carried an error object")
     return failures
-
-
-def same_json(a: Any, b: Any) -> bool:
-    """JSON equality: numbers compare by value, but a boolean is never a number."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    if isinstance(a, int | float) and isinstance(b, int | float):
-        return a == b
-    if isinstance(a, list):
-        return isinstance(b, list) and len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, dict):
-        return isinstance(b, dict) and a.keys() == b.keys() and all(same_json(a[k], b[k]) for k in a)
-    return type(a) is type(b) and a == b
-
-
-def text_copy(result: dict[str, Any]) -> tuple[str | None, str]:
-    """The first text content item, and what is wrong with the content list if anything."""
-    content = result.get("content")
-    if not isinstance(content, list):
-        return None, "content is missing or not a list"
-    texts = [item.get("text") for item in content if isinstance(item, dict) and item.get("type") == "text"]
-    if not texts or not isinstance(texts[0], str):
-        return None, "content holds no text item"
-    return texts[0], ""
 
 
 # -- the checks ---------------------------------------------------------------------------------------
@@ -496,65 +469,6 @@ def test_each_code_comes_with_one_sanitised_message(world: World, harness: Any) 
 # -- no reflection ------------------------------------------------------------------------------------
 
 
-def _hits(node: Any, needle: str, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
-    """Paths in a JSON value whose key or string value contains the needle (case-insensitively)."""
-    if isinstance(node, str):
-        if needle in node.lower():
-            yield path
-    elif isinstance(node, dict):
-        for key, value in node.items():
-            if isinstance(key, str) and needle in key.lower():
-                yield path + (key,)
-            yield from _hits(value, needle, path + (key,))
-    elif isinstance(node, list):
-        for i, item in enumerate(node):
-            yield from _hits(item, needle, path + (i,))
-
-
-def record_content(tool: str) -> Callable[[tuple[Any, ...]], bool]:
-    """Where a success of this tool may hold the caller's own material: inside a returned record."""
-
-    def allowed(path: tuple[Any, ...]) -> bool:
-        if tool == SEARCH:
-            return (len(path) >= 6 and path[:3] == ("output", "value", "records") and isinstance(path[3], int)
-                    and path[4] == "record" and path[5] in RECORD_CONTENT)
-        if tool == GET:
-            return len(path) >= 4 and path[:3] == ("output", "value", "record") and path[3] in RECORD_CONTENT
-        return False
-
-    return allowed
-
-
-def reflections(reply: Reply, marker: str, allowed: Callable[[tuple[Any, ...]], bool] | None = None) -> list[str]:
-    """Every place in a reply that repeats the marker, outside what ``allowed`` accepts."""
-    needle = marker.lower()[:12]
-    found: list[str] = []
-    if reply.kind == "error":
-        error = reply.error or {}
-        if needle in str(error.get("message", "")).lower():
-            found.append("the JSON-RPC error message")
-        if needle in json.dumps(error.get("data"), default=str).lower():
-            found.append("the JSON-RPC error data")
-        return found
-    result = reply.result or {}
-    structured = result.get("structuredContent")
-    ok = isinstance(structured, dict) and structured.get("ok") is True
-    for path in _hits(structured, needle):
-        if not (ok and allowed is not None and allowed(path)):
-            found.append("structuredContent/" + "/".join(str(p) for p in path))
-    text, _ = text_copy(result)
-    copy_is_faithful = False
-    if text is not None:
-        with contextlib.suppress(ValueError):
-            copy_is_faithful = same_json(json.loads(text), structured)
-    others = {k: v for k, v in result.items() if k not in ("structuredContent", "content")}
-    if not copy_is_faithful and needle in json.dumps(result.get("content"), default=str).lower():
-        found.append("the text content (which is not a faithful copy)")
-    if needle in json.dumps(others, default=str).lower():
-        found.append("the result outside its envelope")
-    return found
-
-
 @check("envelope.no-reflection", "EMC-ENV-006")
 @pytest.mark.parametrize("tool", TOOLS, ids=TOOL_IDS)
 def test_no_reply_repeats_what_the_arguments_said(world: World, harness: Any, tool: str) -> None:
@@ -601,7 +515,7 @@ def test_no_reply_repeats_what_the_arguments_said(world: World, harness: Any, to
             arguments = ({"query": own, "purpose_ref": purpose} if tool == SEARCH
                          else {"record_id": record_id, "purpose_ref": purpose})
             reply = judge("a record holding the caller's marked content", arguments, own, record_content(tool))
-            returned = [p for p in _hits(reply.envelope, own.lower()[:12]) if record_content(tool)(p)]
+            returned = [p for p in hits(reply.envelope, own.lower()[:12]) if record_content(tool)(p)]
             world.evidence.add("marker_in_returned_content", bool(returned))
             forget = {"record_id": record_id, "idempotency_key": fresh_key(), "reason_ref": "reason:conformance"}
             world.call(FORGET, forget, scope=scope, principal=world.principal(scope, {FORGET}), answer="accept")

@@ -10,7 +10,7 @@ a candidate still pending, a record still readable, a key still free.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -21,6 +21,7 @@ from engram_mcp.conformance._profile import ScopeProfile
 from engram_mcp.conformance._run import Run
 from engram_mcp.conformance._tracker import Intent
 from engram_mcp.conformance._world import World, capture_arguments, fresh_key
+from engram_mcp.conformance.hosts import Answer
 from engram_mcp.contract import load
 from engram_mcp.contract.binding import CONFIRMATION_INPUT_KEY, CONFIRMATION_REQUESTED_SCHEMA
 
@@ -66,22 +67,22 @@ def ask(
     world: World,
     tool: str,
     arguments: dict[str, Any],
-    answer: str = "accept",
+    answer: Answer = "accept",
     *,
     scope: ScopeProfile | None = None,
     principal: str | None = None,
 ) -> tuple[bool, Reply]:
     """Send a call and answer the server's confirmation with ``answer``: (whether it asked, the final reply)."""
     meta = offered_meta(world, tool, scope, principal)
-    stance = world.stance(answer)  # type: ignore[arg-type]
+    stance = world.stance(answer)
     if world.era == "legacy":
         before = world.conn.elicitations
-        reply = world.conn.call(tool, arguments, meta, answer=answer, intent=stance)  # type: ignore[arg-type]
+        reply = world.conn.call(tool, arguments, meta, answer=answer, intent=stance)
         return world.conn.elicitations > before, reply
     first = world.conn.call(tool, arguments, meta, intent=stance)
     if first.kind != "input_required":
         return False, first
-    responses = world.confirmer.input_responses(answer)  # type: ignore[arg-type]
+    responses = world.confirmer.input_responses(answer)
     reply = world.conn.call(tool, arguments, meta, input_responses=responses, request_state=state_of(first),
                             intent=stance)
     return True, reply
@@ -94,7 +95,7 @@ def first_round(world: World, tool: str, arguments: dict[str, Any], *, scope: Sc
     reply = world.conn.call(tool, arguments, meta)
     require(reply.kind == "input_required" and isinstance(state_of(reply), str),
             f"{tool} did not ask for a confirmation (got {outcome(reply)})")
-    return meta, state_of(reply)  # type: ignore[return-value]
+    return meta, cast(str, state_of(reply))  # required to be a string above
 
 
 def withdraw_arguments(candidate_id: str, key: str | None = None) -> dict[str, Any]:
@@ -232,7 +233,7 @@ def test_an_approved_confirmation_runs_the_operation(world: World, tool: str) ->
 @check("gate.refusal", "EMC-GATE-001", "EMC-HP-029", "EMC-HP-030")
 @pytest.mark.parametrize("answer", ["decline", "cancel", "accept_false"])
 @pytest.mark.parametrize("tool", [WITHDRAW, FORGET])
-def test_a_refused_confirmation_changes_nothing(world: World, tool: str, answer: str) -> None:
+def test_a_refused_confirmation_changes_nothing(world: World, tool: str, answer: Answer) -> None:
     """A declined, cancelled or unchecked confirmation ends in gate_failed, and the target and the key are untouched."""
     arguments = target_for(world, tool)
     asked, reply = ask(world, tool, arguments, answer)

@@ -23,6 +23,7 @@ from engram_mcp.conformance._head_start import head_start
 from engram_mcp.conformance._profile import Profile, ScopeProfile
 from engram_mcp.conformance._run import Run
 from engram_mcp.conformance._world import World, capture_arguments, fresh_key, unknown_record
+from engram_mcp.conformance.hosts import Forgery
 from engram_mcp.contract import load
 
 CONTRACT = load()
@@ -396,15 +397,15 @@ def cancel_before_commit(world: World, tool: str) -> None:
 # -- trusted tenants and issuers, capture authority ------------------------------------------------
 
 
-def _refused_everywhere(world: World, forgery: str) -> None:
+def _refused_everywhere(world: World, forgery: Forgery) -> None:
     """tools/list and tools/call under the forged binding are both the constant -32603."""
     scope = world.primary
     principal = world.principal(scope, {SEARCH})
     world._require_offered(SEARCH, scope, principal)
     require(forgery in world.host.forgeries, f"the host adapter cannot forge a {forgery} binding")
-    listed = world.conn.list_tools(world.host.forged(forgery, scope, principal))  # type: ignore[arg-type]
+    listed = world.conn.list_tools(world.host.forged(forgery, scope, principal))
     called = world.conn.call(SEARCH, {"query": "ledger", "purpose_ref": world.profile.purpose_ref},
-                             world.host.forged(forgery, scope, principal))  # type: ignore[arg-type]
+                             world.host.forged(forgery, scope, principal))
     world.evidence.add("list", {"kind": listed.kind, "error": listed.error,
                                 "tools": len((listed.result or {}).get("tools", []))})
     world.evidence.add("call", _seen(called))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -159,7 +159,8 @@ def test_an_accepted_candidate_becomes_a_current_record(world: World) -> None:
 
 @check("lifecycle.domain-outcome-success", "EMC-ADM-002", "EMC-ADM-003")
 @pytest.mark.parametrize("status", ["rejected", "pending_adjudication"])
-def test_rejection_and_adjudication_are_success_envelopes(world: World, status: str) -> None:
+def test_rejection_and_adjudication_are_success_envelopes(
+        world: World, status: Literal["rejected", "pending_adjudication"]) -> None:
     """rejected and pending_adjudication arrive in a success envelope that echoes the candidate."""
     if status == "rejected":
         scope = world.need(world.profile.rejecting_secrets(), REJECTING)
@@ -170,7 +171,7 @@ def test_rejection_and_adjudication_are_success_envelopes(world: World, status: 
     principal = world.principal(scope, {CAPTURE, ADMIT})
     _, captured = world.capture(scope=scope, principal=principal, text=text)
     reply = world.call(ADMIT, admission(captured["candidate_id"]), scope=scope, principal=principal,
-                       intent=Intent(decisions=frozenset({status})))  # type: ignore[arg-type]
+                       intent=Intent(decisions=frozenset({status})))
     world.evidence.add("reply", seen(reply))
     world.evidence.add("isError", (reply.result or {}).get("isError"))
     envelope = reply.envelope if isinstance(reply.envelope, dict) else {}

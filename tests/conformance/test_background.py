@@ -65,7 +65,7 @@ def test_a_body_runs_on_its_own_session_and_its_check_takes_the_outcome_and_evid
     background.start()
     _wait_for(background, "legacy", "demo.waits", tool="forget")
     world = FakeWorld("legacy", "main")
-    assert background.take("demo.waits", world, tool="forget") == "forget-on-side"  # type: ignore[arg-type]
+    assert background.take("demo.waits", world, tool="forget") == "forget-on-side"  # type: ignore[arg-type]  # a stand-in World
     assert world.evidence.items["tool"] == "forget"
     assert SESSION_NOTE in world.evidence.items, "the report does not say the check ran on a session of its own"
     assert ran == [("demo.waits", "forget", "side")], "the check ran its body again"
@@ -76,7 +76,7 @@ def test_nothing_runs_before_start_and_a_body_not_started_runs_in_place_once(ran
     background.begin("legacy", [("demo.waits", {"tool": "withdraw"}), ("demo.refused", {})], _side_session("legacy"))
     time.sleep(0.05)
     assert ran == [], "a body ran before the checks on a clock began"
-    assert background.take("demo.waits", FakeWorld("legacy", "main"), tool="withdraw") == "withdraw-on-main"  # type: ignore[arg-type]
+    assert background.take("demo.waits", FakeWorld("legacy", "main"), tool="withdraw") == "withdraw-on-main"  # type: ignore[arg-type]  # a stand-in World
     background.start()
     _wait_for(background, "legacy", "demo.refused")
     assert ran == [("demo.waits", "withdraw", "main"), ("demo.refused", "", "side")]
@@ -105,7 +105,7 @@ def test_what_a_body_raised_is_raised_in_its_check(ran: list[Any]) -> None:
     background.start()
     _wait_for(background, "modern", "demo.refused")
     with pytest.raises(Blocked, match="refused"):
-        background.take("demo.refused", FakeWorld("modern", "main"))  # type: ignore[arg-type]
+        background.take("demo.refused", FakeWorld("modern", "main"))  # type: ignore[arg-type]  # a stand-in World
 
 
 def test_a_check_whose_body_is_still_opening_its_session_waits_for_it(ran: list[Any]) -> None:
@@ -119,7 +119,7 @@ def test_a_check_whose_body_is_still_opening_its_session_waits_for_it(ran: list[
     background.begin("legacy", [("demo.waits", {"tool": "forget"})], slow_session)
     background.start()
     threading.Timer(0.1, release.set).start()
-    assert background.take("demo.waits", FakeWorld("legacy", "main"), tool="forget") == "forget-on-side"  # type: ignore[arg-type]
+    assert background.take("demo.waits", FakeWorld("legacy", "main"), tool="forget") == "forget-on-side"  # type: ignore[arg-type]  # a stand-in World
     assert ran == [("demo.waits", "forget", "side")]
 
 
@@ -130,7 +130,7 @@ def test_a_body_whose_session_cannot_open_runs_in_place(ran: list[Any]) -> None:
     background = Background()
     background.begin("legacy", [("demo.waits", {"tool": "forget"})], no_session)
     background.start()
-    assert background.take("demo.waits", FakeWorld("legacy", "main"), tool="forget") == "forget-on-main"  # type: ignore[arg-type]
+    assert background.take("demo.waits", FakeWorld("legacy", "main"), tool="forget") == "forget-on-main"  # type: ignore[arg-type]  # a stand-in World
     assert ran == [("demo.waits", "forget", "main")]
 
 
@@ -145,7 +145,7 @@ def test_each_era_and_case_is_its_own_job_and_an_era_begins_once(ran: list[Any])
     _wait_for(background, "legacy", "demo.waits", tool="withdraw")
     assert sorted(tool for _, tool, _ in ran) == ["forget", "withdraw"]
     # Another era's check finds no job of its own: it runs in place.
-    assert background.take("demo.waits", FakeWorld("modern", "main"), tool="forget") == "forget-on-main"  # type: ignore[arg-type]
+    assert background.take("demo.waits", FakeWorld("modern", "main"), tool="forget") == "forget-on-main"  # type: ignore[arg-type]  # a stand-in World
 
 
 def test_a_case_that_cannot_apply_gets_no_session_and_runs_in_place(ran: list[Any]) -> None:
@@ -162,16 +162,16 @@ def test_a_case_that_cannot_apply_gets_no_session_and_runs_in_place(ran: list[An
 
     applies, refuses = SimpleNamespace(confirmation_modes=("server-initiated",)), SimpleNamespace(confirmation_modes=())
     background = Background()
-    background.begin("legacy", [("demo.legacy-only", {})], counting("legacy"), applies)  # type: ignore[arg-type]
-    background.begin("modern", [("demo.legacy-only", {})], counting("modern"), applies)  # type: ignore[arg-type]
+    background.begin("legacy", [("demo.legacy-only", {})], counting("legacy"), applies)  # type: ignore[arg-type]  # a stand-in profile
+    background.begin("modern", [("demo.legacy-only", {})], counting("modern"), applies)  # type: ignore[arg-type]  # a stand-in profile
     other = Background()
-    other.begin("legacy", [("demo.legacy-only", {})], counting("legacy"), refuses)  # type: ignore[arg-type]
+    other.begin("legacy", [("demo.legacy-only", {})], counting("legacy"), refuses)  # type: ignore[arg-type]  # a stand-in profile
     background.start()
     other.start()
     _wait_for(background, "legacy", "demo.legacy-only")
     assert opened == ["legacy"], "a case that cannot apply was given a session of its own"
-    background.take("demo.legacy-only", FakeWorld("modern", "main"))  # type: ignore[arg-type]
-    other.take("demo.legacy-only", FakeWorld("legacy", "main"))  # type: ignore[arg-type]
+    background.take("demo.legacy-only", FakeWorld("modern", "main"))  # type: ignore[arg-type]  # a stand-in World
+    other.take("demo.legacy-only", FakeWorld("legacy", "main"))  # type: ignore[arg-type]  # a stand-in World
     assert sorted(ran) == [("demo.legacy-only", "", "main"), ("demo.legacy-only", "", "main"),
                            ("demo.legacy-only", "", "side")]
 
@@ -200,6 +200,6 @@ def test_the_checks_on_a_clock_run_after_every_other_check_and_before_the_run_wi
     items = [FakeItem("waits-legacy", "demo.waits"), FakeItem("search-legacy", "search.paging"),
              FakeItem("run-wide", "envelope.codes", run_last=True), FakeItem("refused-modern", "demo.refused"),
              FakeItem("search-modern", "search.paging"), FakeItem("head-start", "demo.opened")]
-    conftest.pytest_collection_modifyitems(items)  # type: ignore[arg-type]
+    conftest.pytest_collection_modifyitems(items)  # type: ignore[arg-type]  # FakeItems: only their markers are read
     assert [item.name for item in items] == ["search-legacy", "search-modern", "waits-legacy", "refused-modern",
                                              "head-start", "run-wide"]

@@ -8,9 +8,6 @@ and names the case. A message is judged by being sanitised, not by its wording.
 from __future__ import annotations
 
 import copy
-import importlib.util
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,21 +15,10 @@ import pytest
 from engram_mcp.conformance import _messages as messages
 from engram_mcp.conformance import _schemas as schemas
 from engram_mcp.contract import load
+from tests.benign import texts_and_schemas as benign
 
 CONTRACT = load()
 TOOLS = list(CONTRACT.tools)
-
-
-def _benign() -> Any:
-    name = "engram_benign_targets"
-    if name not in sys.modules:
-        path = Path(__file__).resolve().parents[1] / "benign" / "targets.py"
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
 
 
 def _object_levels(node: Any, path: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
@@ -58,7 +44,6 @@ def _object_levels(node: Any, path: tuple[str, ...] = ()) -> set[tuple[str, ...]
 @pytest.mark.parametrize("tool", TOOLS)
 def test_the_bundle_and_other_layouts_of_it_agree(tool: str) -> None:
     bundle = CONTRACT.advertised_input_schema(tool)
-    benign = _benign()
     assert schemas.disagreement(tool, bundle) is None
     assert schemas.disagreement(tool, benign.defs_and_refs(bundle, tool)) is None
     assert schemas.disagreement(tool, benign.unevaluated(bundle)) is None
@@ -139,7 +124,7 @@ def test_an_unusable_schema_is_named_not_fetched() -> None:
 def test_the_table_texts_and_other_wordings_are_sanitised() -> None:
     for entry in CONTRACT.errors.values():
         assert messages.leak(entry.message) is None, entry.code
-    for text in _benign().OWN_TEXTS.values():
+    for text in benign.OWN_TEXTS.values():
         assert messages.leak(text) is None, text
     assert messages.leak("See https://docs.example/errors/not-found for what to do.") is None
 

@@ -200,7 +200,7 @@ def test_the_family_column_is_as_wide_as_the_longest_family_name() -> None:
     items = [item(check, era) for check in checks for era in ("legacy", "modern")]
     console = Console(quiet=True, live=False, stream=open(os.devnull, "w"))  # noqa: SIM115 - closed below
     try:
-        console.pytest_collection_finish(SimpleNamespace(items=items, config=SimpleNamespace(stash={})))  # type: ignore[arg-type]
+        console.pytest_collection_finish(SimpleNamespace(items=items, config=SimpleNamespace(stash={})))  # type: ignore[arg-type]  # a stand-in session
         for part in console.parts.values():
             part.done = part.total = 1
             part.counts[Status.PASS] += 1

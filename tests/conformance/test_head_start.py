@@ -42,33 +42,33 @@ def openings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 def test_an_opening_begun_with_its_era_is_taken_by_its_check_with_its_evidence(openings: list[str]) -> None:
     starts = HeadStarts()
-    starts.begin("legacy", {"demo.works", "other.check"}, lambda seen: FakeWorld("legacy", seen))  # type: ignore[arg-type, return-value]
+    starts.begin("legacy", {"demo.works", "other.check"}, lambda seen: FakeWorld("legacy", seen))  # type: ignore[arg-type, return-value]  # a stand-in World
     assert openings == ["legacy"]
     world = FakeWorld("legacy")
-    assert starts.take("demo.works", world) == "state-legacy"  # type: ignore[arg-type]
+    assert starts.take("demo.works", world) == "state-legacy"  # type: ignore[arg-type]  # a stand-in World
     assert world.evidence.items == {"opened_in": "legacy"}
     assert openings == ["legacy"], "the check opened again although its era had opened it"
 
 
 def test_an_era_begins_once_and_opens_only_the_checks_selected(openings: list[str]) -> None:
     starts = HeadStarts()
-    make = lambda seen: FakeWorld("modern", seen)  # noqa: E731
-    starts.begin("modern", {"demo.works"}, make)  # type: ignore[arg-type]
-    starts.begin("modern", {"demo.works", "demo.blocked"}, make)  # type: ignore[arg-type]
+    make = lambda seen: FakeWorld("modern", seen)  # noqa: E731 - one maker for both calls below
+    starts.begin("modern", {"demo.works"}, make)  # type: ignore[arg-type]  # make gives a FakeWorld
+    starts.begin("modern", {"demo.works", "demo.blocked"}, make)  # type: ignore[arg-type]  # make gives a FakeWorld
     assert openings == ["modern"]
 
 
 def test_what_an_opening_raised_is_raised_in_its_check(openings: list[str]) -> None:
     starts = HeadStarts()
-    starts.begin("legacy", {"demo.blocked"}, lambda seen: FakeWorld("legacy", seen))  # type: ignore[arg-type, return-value]
+    starts.begin("legacy", {"demo.blocked"}, lambda seen: FakeWorld("legacy", seen))  # type: ignore[arg-type, return-value]  # a stand-in World
     with pytest.raises(Blocked, match="refused"):
-        starts.take("demo.blocked", FakeWorld("legacy"))  # type: ignore[arg-type]
+        starts.take("demo.blocked", FakeWorld("legacy"))  # type: ignore[arg-type]  # a stand-in World
 
 
 def test_a_check_whose_era_did_not_open_it_opens_itself(openings: list[str]) -> None:
     starts = HeadStarts()
-    starts.begin("legacy", {"demo.works"}, lambda seen: FakeWorld("legacy", seen))  # type: ignore[arg-type, return-value]
-    assert starts.take("demo.works", FakeWorld("modern")) == "state-modern"  # type: ignore[arg-type]
+    starts.begin("legacy", {"demo.works"}, lambda seen: FakeWorld("legacy", seen))  # type: ignore[arg-type, return-value]  # a stand-in World
+    assert starts.take("demo.works", FakeWorld("modern")) == "state-modern"  # type: ignore[arg-type]  # a stand-in World
     assert openings == ["legacy", "modern"]
 
 

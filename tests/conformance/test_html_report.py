@@ -14,6 +14,7 @@ import shutil
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -24,6 +25,10 @@ from engram_mcp.conformance._profile import load_profile
 from engram_mcp.conformance._report import write_reports
 from engram_mcp.conformance._run import Result, Run, ServerInfo
 from engram_mcp.reference._init import write_configuration
+
+if TYPE_CHECKING:  # selenium is imported where the browser starts: without it those tests skip, and the rest run
+    from selenium.webdriver.remote.webdriver import WebDriver
+    from selenium.webdriver.remote.webelement import WebElement
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -40,7 +45,7 @@ def failing_run(directory: Path) -> tuple[Run, Path]:
     write_configuration(directory / "init", seed="html")
     profile = load_profile(directory / "init" / "conformance-profile.toml")
     run = Run(target=parse_target("stdio:my-memory-server --store /srv/memory"), profile=profile,
-              host=None, confirmer=None,  # type: ignore[arg-type]
+              host=None, confirmer=None,  # type: ignore[arg-type]  # a report reads neither
               eras=("legacy", "modern"), seed=7, examples=5, strict=False,
               baseline=frozenset(), report_dir=None, timeout=1.0,
               started_at=datetime(2026, 11, 30, 9, 0, 0, tzinfo=UTC))
@@ -81,7 +86,8 @@ def test_an_unreachable_run_says_so_in_the_banner(tmp_path: Path) -> None:
     from engram_mcp.conformance._html import html_report
     from engram_mcp.conformance._verdicts import exit_code, requirement_verdicts
 
-    run = Run(target=parse_target("stdio:gone"), profile=None, host=None, confirmer=None,  # type: ignore[arg-type]
+    run = Run(target=parse_target("stdio:gone"),
+              profile=None, host=None, confirmer=None,  # type: ignore[arg-type]  # never read without a None check
               eras=("legacy",), seed=0, examples=1, strict=False, baseline=frozenset(), report_dir=None, timeout=1.0)
     run.unreachable = "the target exited before answering initialize <exit 127>"
     page = html_report(run, requirement_verdicts(run), exit_code(run))
@@ -95,7 +101,8 @@ def test_a_run_green_only_by_its_baseline_has_no_green_banner() -> None:
     from engram_mcp.conformance._verdicts import exit_code, requirement_verdicts
     from engram_mcp.contract import load
 
-    run = Run(target=parse_target("stdio:my-server"), profile=None, host=None, confirmer=None,  # type: ignore[arg-type]
+    run = Run(target=parse_target("stdio:my-server"),
+              profile=None, host=None, confirmer=None,  # type: ignore[arg-type]  # never read without a None check
               eras=("legacy",), seed=0, examples=1, strict=False, baseline=frozenset(), report_dir=None, timeout=1.0)
     run.results += [Result(f"synthetic.{r['id'].lower()}", (r["id"],), None, Status.PASS, "n", 0.0)
                     for r in load().requirements["requirements"]
@@ -173,7 +180,8 @@ def test_a_failure_of_the_bundled_reference_reproduces_with_target_reference(tmp
     from engram_mcp.conformance._findings import reproduction
 
     label, profile = _reference_target(tmp_path / "engram-conformance-x1" / "reference")
-    run = Run(target=parse_target(label), profile=load_profile(profile), host=None, confirmer=None,  # type: ignore[arg-type]
+    run = Run(target=parse_target(label), profile=load_profile(profile),
+              host=None, confirmer=None,  # type: ignore[arg-type]  # a report reads neither
               eras=("legacy", "modern"), seed=3, examples=25, strict=False, baseline=frozenset(), report_dir=None,
               timeout=1.0, level="profile")
     failed = Result("gate.refusal", ("EMC-GATE-001",), "modern", Status.FAIL, "n", 0.1, "ran", case="decline-forget")
@@ -185,7 +193,7 @@ def test_a_failure_of_the_bundled_reference_reproduces_with_target_reference(tmp
 
 
 @pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
     missing = [path for path in (CHROMIUM, CHROMEDRIVER) if not shutil.which(path)]
     try:
         from selenium import webdriver
@@ -214,63 +222,63 @@ def failing_page(tmp_path_factory: pytest.TempPathFactory) -> tuple[Run, Path]:
     return failing_run(tmp_path_factory.mktemp("html"))
 
 
-def _open(driver: object, page: Path) -> None:
-    driver.get(page.as_uri())  # type: ignore[attr-defined]
+def _open(driver: WebDriver, page: Path) -> None:
+    driver.get(page.as_uri())
 
 
-def _rows(driver: object, status: str) -> list[object]:
+def _rows(driver: WebDriver, status: str) -> list[WebElement]:
     from selenium.webdriver.common.by import By
 
-    return [row for row in driver.find_elements(By.CSS_SELECTOR, "#checks ~ table tr[data-group]")  # type: ignore[attr-defined]
+    return [row for row in driver.find_elements(By.CSS_SELECTOR, "#checks ~ table tr[data-group]")
             if row.find_element(By.CSS_SELECTOR, "td.st").text == status]
 
 
-def test_the_banner_says_what_was_certified_where_and_when(browser: object, failing_page: tuple[Run, Path]) -> None:
+def test_the_banner_says_what_was_certified_where_and_when(browser: WebDriver, failing_page: tuple[Run, Path]) -> None:
     from selenium.webdriver.common.by import By
 
     run, page = failing_page
     _open(browser, page)
-    banner = browser.find_element(By.ID, "verdict")  # type: ignore[attr-defined]
+    banner = browser.find_element(By.ID, "verdict")
     text = banner.text
     assert banner.is_displayed() and text.startswith("VERDICT: not conformant (a MUST failed)")
     for shown in ("contract", "legacy, modern", "stdio", "conformance-profile.toml", run.profile_digest or "?",
                   "stdio:my-memory-server --store /srv/memory", "my-memory-server 2.1.0",
                   "2026-11-30T09:00:00Z to 2026-11-30T09:02:30Z UTC", "Engram memory over MCP 1.0.0"):
         assert shown in text, shown
-    chart = browser.find_element(By.CSS_SELECTOR, "svg[aria-label='summary chart']")  # type: ignore[attr-defined]
+    chart = browser.find_element(By.CSS_SELECTOR, "svg[aria-label='summary chart']")
     assert chart.is_displayed() and "failed 1" in chart.text
 
 
-def test_the_failures_filter_hides_passed_rows_and_search_narrows(browser: object,
+def test_the_failures_filter_hides_passed_rows_and_search_narrows(browser: WebDriver,
                                                                     failing_page: tuple[Run, Path]) -> None:
     from selenium.webdriver.common.by import By
 
     _, page = failing_page
     _open(browser, page)
     passed = _rows(browser, "PASS")
-    assert len(passed) == 5 and all(row.is_displayed() for row in passed)  # type: ignore[attr-defined]
-    browser.find_element(By.CSS_SELECTOR, "button[data-filter=fail]").click()  # type: ignore[attr-defined]
-    assert not any(row.is_displayed() for row in passed)  # type: ignore[attr-defined]
-    assert all(row.is_displayed() for row in _rows(browser, "FAIL"))  # type: ignore[attr-defined]
-    requirement = browser.find_element(By.ID, "req-EMC-CAP-007")  # type: ignore[attr-defined]
+    assert len(passed) == 5 and all(row.is_displayed() for row in passed)
+    browser.find_element(By.CSS_SELECTOR, "button[data-filter=fail]").click()
+    assert not any(row.is_displayed() for row in passed)
+    assert all(row.is_displayed() for row in _rows(browser, "FAIL"))
+    requirement = browser.find_element(By.ID, "req-EMC-CAP-007")
     assert requirement.is_displayed() and "FAILED" in requirement.text
-    assert not browser.find_element(By.ID, "req-EMC-SRCH-010").is_displayed()  # type: ignore[attr-defined]
-    browser.find_element(By.CSS_SELECTOR, "button[data-filter=all]").click()  # type: ignore[attr-defined]
-    search = browser.find_element(By.ID, "search")  # type: ignore[attr-defined]
+    assert not browser.find_element(By.ID, "req-EMC-SRCH-010").is_displayed()
+    browser.find_element(By.CSS_SELECTOR, "button[data-filter=all]").click()
+    search = browser.find_element(By.ID, "search")
     search.send_keys("stale-cursor")
-    shown = [row for row in browser.find_elements(By.CSS_SELECTOR, "#checks ~ table tr[data-group]")  # type: ignore[attr-defined]
+    shown = [row for row in browser.find_elements(By.CSS_SELECTOR, "#checks ~ table tr[data-group]")
              if row.is_displayed()]
     assert len(shown) == 4 and all("stale-cursor" in row.text for row in shown)
     assert {row.find_elements(By.TAG_NAME, "td")[1].text for row in shown} == {"limit-1", "limit-2"}  # the case ids
 
 
 def test_a_failure_shows_its_evidence_its_blame_and_a_command_that_reproduces_it(
-        browser: object, failing_page: tuple[Run, Path]) -> None:
+        browser: WebDriver, failing_page: tuple[Run, Path]) -> None:
     from selenium.webdriver.common.by import By
 
     run, page = failing_page
     _open(browser, page)
-    finding = browser.find_element(By.CSS_SELECTOR, "article.finding")  # type: ignore[attr-defined]
+    finding = browser.find_element(By.CSS_SELECTOR, "article.finding")
     assert "arguments.cross-references in the legacy era — case capture" in finding.text
     assert FAILING_MESSAGE in finding.text
     assert run.profile.path is not None
@@ -282,13 +290,13 @@ def test_a_failure_shows_its_evidence_its_blame_and_a_command_that_reproduces_it
     assert finding.find_element(By.CSS_SELECTOR, "pre.detail").text == FAILING_DETAIL
     assert finding.find_element(By.CSS_SELECTOR, "p.message").text == FAILING_MESSAGE
     # The requirement links to its checks, and the link lands on a row that is there.
-    link = browser.find_element(By.CSS_SELECTOR, "#req-EMC-CAP-007 a.jump")  # type: ignore[attr-defined]
+    link = browser.find_element(By.CSS_SELECTOR, "#req-EMC-CAP-007 a.jump")
     assert link.get_attribute("href").endswith("#check-arguments.cross-references")
-    browser.find_element(By.ID, "check-arguments.cross-references")  # type: ignore[attr-defined]
+    browser.find_element(By.ID, "check-arguments.cross-references")
     keep = os.environ.get("ENGRAM_REPORT_SCREENSHOT")
     shot = Path(keep) if keep else page.parent
     shot.mkdir(parents=True, exist_ok=True)
-    assert browser.save_screenshot(str(shot / "failing-report.png"))  # type: ignore[attr-defined]
+    assert browser.save_screenshot(str(shot / "failing-report.png"))
     assert (shot / "failing-report.png").stat().st_size > 10_000
 
 
@@ -301,9 +309,9 @@ def _long_page(directory: Path) -> Path:
     return page
 
 
-def _top_and_bar(driver: object, element: object) -> tuple[float, float, float]:
+def _top_and_bar(driver: WebDriver, element: WebElement) -> tuple[float, float, float]:
     """The element's top, the sticky filter bar's bottom and the viewport's height, as laid out now."""
-    return driver.execute_script(  # type: ignore[attr-defined]
+    return driver.execute_script(
         "var r=arguments[0].getBoundingClientRect(), bar=document.querySelector('.controls').getBoundingClientRect();"
         "return [r.top, bar.bottom, window.innerHeight];", element)
 
@@ -312,30 +320,30 @@ def _top_and_bar(driver: object, element: object) -> tuple[float, float, float]:
     ("#req-EMC-CAP-007 a.jump", "check-arguments.cross-references"),  # a requirement to its check's first row
     ("article.finding h3 a.jump", "result-arguments.cross-references-legacy-capture"),  # a failure to its row
 ])
-def test_a_link_lands_below_the_sticky_filter_bar(browser: object, tmp_path: Path, link: str, target: str) -> None:
+def test_a_link_lands_below_the_sticky_filter_bar(browser: WebDriver, tmp_path: Path, link: str, target: str) -> None:
     from selenium.webdriver.common.by import By
 
     _open(browser, _long_page(tmp_path))
-    browser.set_window_size(1280, 700)  # type: ignore[attr-defined]
+    browser.set_window_size(1280, 700)
     try:
-        browser.find_element(By.CSS_SELECTOR, link).click()  # type: ignore[attr-defined]
-        landed = browser.find_element(By.ID, target)  # type: ignore[attr-defined]
+        browser.find_element(By.CSS_SELECTOR, link).click()
+        landed = browser.find_element(By.ID, target)
         row = landed if landed.tag_name == "tr" else landed.find_element(By.XPATH, "./ancestor::tr")
-        assert browser.execute_script("return window.scrollY") > 0  # type: ignore[attr-defined]
+        assert browser.execute_script("return window.scrollY") > 0
         top, bar_bottom, height = _top_and_bar(browser, row)
         assert bar_bottom <= top < height, (top, bar_bottom)  # in view, not under the bar
     finally:
-        browser.set_window_size(1280, 1600)  # type: ignore[attr-defined]
+        browser.set_window_size(1280, 1600)
 
 
-def test_requirement_and_check_ids_never_break_across_lines(browser: object, failing_page: tuple[Run, Path]) -> None:
+def test_requirement_and_check_ids_never_break_across_lines(browser: WebDriver, failing_page: tuple[Run, Path]) -> None:
     from selenium.webdriver.common.by import By
 
     _, page = failing_page
     _open(browser, page)
-    browser.set_window_size(900, 1600)  # type: ignore[attr-defined]
+    browser.set_window_size(900, 1600)
     try:
-        lines = browser.execute_script(  # type: ignore[attr-defined]
+        lines = browser.execute_script(
             "var out={};document.querySelectorAll(arguments[0]).forEach(function(el){"
             "var r=document.createRange();r.selectNodeContents(el);"
             "var tops=new Set(Array.prototype.map.call(r.getClientRects(),function(c){return Math.round(c.top);}));"
@@ -343,28 +351,28 @@ def test_requirement_and_check_ids_never_break_across_lines(browser: object, fai
             "#requirements ~ details td.id, #checks ~ table td.id, a.jump")
         assert lines and "EMC-HOST-001" in lines and "arguments.cross-references" in lines
         assert {text: n for text, n in lines.items() if n != 1} == {}
-        assert browser.find_elements(By.CSS_SELECTOR, "#req-EMC-HOST-001 td.id")  # type: ignore[attr-defined]
+        assert browser.find_elements(By.CSS_SELECTOR, "#req-EMC-HOST-001 td.id")
     finally:
-        browser.set_window_size(1280, 1600)  # type: ignore[attr-defined]
+        browser.set_window_size(1280, 1600)
 
 
-def test_the_headings_count_what_the_filter_and_search_show(browser: object, failing_page: tuple[Run, Path]) -> None:
+def test_the_headings_count_what_the_filter_and_search_show(browser: WebDriver, failing_page: tuple[Run, Path]) -> None:
     from selenium.webdriver.common.by import By
 
     _, page = failing_page
     _open(browser, page)
-    failures = browser.find_element(By.ID, "failures")  # type: ignore[attr-defined]
-    checks = browser.find_element(By.ID, "checks")  # type: ignore[attr-defined]
+    failures = browser.find_element(By.ID, "failures")
+    checks = browser.find_element(By.ID, "checks")
     assert failures.text == "Failures (1)" and checks.text == "Check results (7)"
-    browser.find_element(By.CSS_SELECTOR, "button[data-filter=pass]").click()  # type: ignore[attr-defined]
+    browser.find_element(By.CSS_SELECTOR, "button[data-filter=pass]").click()
     assert not failures.is_displayed()  # no card is shown: no empty heading either
     assert checks.text == "Check results (5 of 7 shown)"
-    browser.find_element(By.CSS_SELECTOR, "button[data-filter=all]").click()  # type: ignore[attr-defined]
-    browser.find_element(By.ID, "search").send_keys("stale-cursor")  # type: ignore[attr-defined]
+    browser.find_element(By.CSS_SELECTOR, "button[data-filter=all]").click()
+    browser.find_element(By.ID, "search").send_keys("stale-cursor")
     assert not failures.is_displayed() and checks.text == "Check results (4 of 7 shown)"
-    browser.find_element(By.CSS_SELECTOR, "button[data-filter=fail]").click()  # type: ignore[attr-defined]
-    browser.find_element(By.ID, "search").clear()  # type: ignore[attr-defined]
-    browser.find_element(By.ID, "search").send_keys("cross")  # type: ignore[attr-defined]
+    browser.find_element(By.CSS_SELECTOR, "button[data-filter=fail]").click()
+    browser.find_element(By.ID, "search").clear()
+    browser.find_element(By.ID, "search").send_keys("cross")
     assert failures.is_displayed() and failures.text == "Failures (1)"
 
 
@@ -389,15 +397,15 @@ def test_a_small_share_of_the_chart_stays_visible() -> None:
     assert _widths([1, 1], 2) == [240.0, 240.0]
 
 
-def test_an_incomplete_run_lists_what_it_left_unjudged_once_per_reason(browser: object,
+def test_an_incomplete_run_lists_what_it_left_unjudged_once_per_reason(browser: WebDriver,
                                                                       failing_page: tuple[Run, Path]) -> None:
     from selenium.webdriver.common.by import By
 
     _, page = failing_page
     _open(browser, page)
-    heading = browser.find_element(By.ID, "not-exercised")  # type: ignore[attr-defined]
+    heading = browser.find_element(By.ID, "not-exercised")
     assert heading.is_displayed() and heading.text.startswith("Not exercised (")
-    reasons = browser.find_elements(By.CSS_SELECTOR, "ul.gaps > li")  # type: ignore[attr-defined]
+    reasons = browser.find_elements(By.CSS_SELECTOR, "ul.gaps > li")
     texts = [item.find_element(By.CSS_SELECTOR, ".reason").text for item in reasons]
     assert len(texts) == len(set(texts)), "a reason is listed twice"
     skipped = [item for item in reasons if "the profile grants no search" in item.text]

@@ -33,7 +33,8 @@ def schema(request: pytest.FixtureRequest) -> xmlschema.XMLSchema:
 
 
 def bare_run(results: list[Result]) -> Run:
-    run = Run(target=parse_target("stdio:my-server"), profile=None, host=None, confirmer=None,  # type: ignore[arg-type]
+    run = Run(target=parse_target("stdio:my-server"),
+              profile=None, host=None, confirmer=None,  # type: ignore[arg-type]  # never read without a None check
               eras=("legacy", "modern"), seed=0, examples=1, strict=False, baseline=frozenset(), report_dir=None,
               timeout=1.0)
     run.results.extend(results)

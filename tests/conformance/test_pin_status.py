@@ -21,7 +21,7 @@ from engram_mcp.conformance._findings import (
 )
 from engram_mcp.conformance._junit import junit_report
 from engram_mcp.conformance._report import write_reports
-from engram_mcp.conformance._run import EXIT_MUST_FAILED, Result
+from engram_mcp.conformance._run import EXIT_MUST_FAILED, Result, Run
 from engram_mcp.conformance._verdicts import exit_code
 from engram_mcp.contract import load
 from tests.conformance.test_junit import all_passing, bare_run
@@ -71,7 +71,7 @@ def test_a_pin_leaves_the_contract_requirement_passed_and_blames_the_pinned_one(
     assert outcomes[PROFILE_ONLY][0] is Status.FAIL
 
 
-def _pinned_run(tmp_path: Path) -> tuple[object, Result]:
+def _pinned_run(tmp_path: Path) -> tuple[Run, Result]:
     pinned = pinned_only()
     pinned.raw, pinned.status = pinned.status, Status.PIN
     run = bare_run([*all_passing(), pinned])
@@ -81,7 +81,7 @@ def _pinned_run(tmp_path: Path) -> tuple[object, Result]:
 
 def test_a_run_whose_only_findings_are_pins_does_not_fail_at_the_contract_level(tmp_path: Path) -> None:
     run, _ = _pinned_run(tmp_path)
-    assert exit_code(run) != EXIT_MUST_FAILED  # type: ignore[arg-type]
+    assert exit_code(run) != EXIT_MUST_FAILED
     failing = bare_run([*all_passing(), failed_on(CONTRACT_REQ)])
     assert blamed(failed_on(CONTRACT_REQ)) == (CONTRACT_REQ, PROFILE_ONLY)  # the model's, and the check's own
     assert exit_code(failing) == EXIT_MUST_FAILED
@@ -89,7 +89,7 @@ def test_a_run_whose_only_findings_are_pins_does_not_fail_at_the_contract_level(
 
 def test_junit_shows_a_pin_as_skipped_naming_its_pins(tmp_path: Path) -> None:
     run, pinned = _pinned_run(tmp_path)
-    root = ET.fromstring(junit_report(run, exit_code(run)))  # type: ignore[arg-type]
+    root = ET.fromstring(junit_report(run, exit_code(run)))
     case = next(c for c in root.iter("testcase") if c.get("name") == pinned.label)
     skipped = case.find("skipped")
     assert case.find("failure") is None and skipped is not None
@@ -98,7 +98,7 @@ def test_junit_shows_a_pin_as_skipped_naming_its_pins(tmp_path: Path) -> None:
 
 def test_report_jsonl_keeps_the_pin_and_what_the_check_asserted(tmp_path: Path) -> None:
     run, pinned = _pinned_run(tmp_path)
-    write_reports(run, tmp_path)  # type: ignore[arg-type]
+    write_reports(run, tmp_path)
     rows = [json.loads(line) for line in (tmp_path / "report.jsonl").read_text().splitlines()]
     row = next(r for r in rows if r.get("check") == pinned.check_id and r.get("status") == "PIN")
     assert row["asserted"] == "PASS" and row["blamed"] == [PROFILE_ONLY]
@@ -110,7 +110,7 @@ def test_the_json_summary_names_the_pins_and_stays_conformant(tmp_path: Path) ->
     from engram_mcp.conformance._cli import summary_json
 
     run, pinned = _pinned_run(tmp_path)
-    summary = summary_json(run, exit_code(run), None)  # type: ignore[arg-type]
+    summary = summary_json(run, exit_code(run), None)
     assert summary["pinned"] == {pinned.label: [PROFILE_ONLY]}
     assert summary["counts"].get("PIN") == 1 and summary["conformant"] is True
 

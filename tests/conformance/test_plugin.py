@@ -158,7 +158,8 @@ def test_a_usage_error_is_exit_2_without_a_run() -> None:
 
 def test_the_transport_is_named_as_mcp_names_it() -> None:
     def run_for(text: str) -> Run:
-        return Run(target=parse_target(text), profile=None, host=None, confirmer=None,  # type: ignore[arg-type]
+        return Run(target=parse_target(text),
+                   profile=None, host=None, confirmer=None,  # type: ignore[arg-type]  # never read without a None check
                    eras=("legacy",), seed=0, examples=1, strict=False, baseline=frozenset(), report_dir=None,
                    timeout=1.0)
 
@@ -186,7 +187,7 @@ def test_the_server_identity_is_read_where_each_era_carries_it(era: str, handsha
 def test_a_case_id_is_the_parametrised_case_without_its_era(ids: list[str], era: str, expected: str | None) -> None:
     item: Any = SimpleNamespace(callspec=SimpleNamespace(_idlist=ids))
     assert case_id(item, era) == expected
-    assert case_id(SimpleNamespace(), None) is None  # type: ignore[arg-type]
+    assert case_id(SimpleNamespace(), None) is None  # type: ignore[arg-type]  # an item without a callspec
 
 
 # -- statuses and the baseline -------------------------------------------------------

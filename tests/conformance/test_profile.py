@@ -244,9 +244,9 @@ def test_the_absent_profile_binds_nothing_and_says_what_would_unlock_a_check() -
     host, _ = host_from_profile(absent)
     assert isinstance(host, NoBinding) and host.forgeries == frozenset({"missing", "garbage"})
     with pytest.raises(pytest.skip.Exception, match=r"needs a host profile \(--profile\)"):
-        host.forged("expired", None, "p")  # type: ignore[arg-type]
-    assert host.forged("missing", None, "p") == {}  # type: ignore[arg-type]
-    assert host.forged("garbage", None, "p") == {HOST_BINDING_META_KEY: "not-a-token"}  # type: ignore[arg-type]
+        host.forged("expired", None, "p")  # type: ignore[arg-type]  # NoBinding reads no scope
+    assert host.forged("missing", None, "p") == {}  # type: ignore[arg-type]  # NoBinding reads no scope
+    assert host.forged("garbage", None, "p") == {HOST_BINDING_META_KEY: "not-a-token"}  # type: ignore[arg-type]  # NoBinding reads no scope
 
 
 def _assert_incomplete(result: subprocess.CompletedProcess[str]) -> None:
@@ -400,7 +400,7 @@ def test_a_harness_error_names_the_cause_inside_an_exception_group() -> None:
     def fail() -> None:
         raise ExceptionGroup("unhandled errors in a TaskGroup", [ConnectionResetError("the peer reset the stream")])
 
-    status, message = _status(pytest.CallInfo.from_call(fail, "call"), None, "envelope.shape", None,  # type: ignore[arg-type]
+    status, message = _status(pytest.CallInfo.from_call(fail, "call"), None, "envelope.shape", None,  # type: ignore[arg-type]  # no run: an ERROR skips its baseline
                               ("EMC-ENV-002",))
     assert status is Status.ERROR
     assert message == "ConnectionResetError in the harness: the peer reset the stream"
@@ -432,7 +432,7 @@ def test_a_minimal_profile_takes_its_defaults_from_the_schema(reference: Path, t
     assert scope.confirmation_ttl_seconds == load().limit("confirmation.ttl.max")
     assert profile.purpose_ref == SCHEMA["properties"]["binding"]["properties"]["purpose_ref"]["default"]
     host, _ = host_from_profile(profile)
-    assert host.issuer == SCHEMA["properties"]["binding"]["properties"]["issuer"]["default"]  # type: ignore[attr-defined]
+    assert host.issuer == SCHEMA["properties"]["binding"]["properties"]["issuer"]["default"]  # type: ignore[attr-defined]  # SignedMetaBinding's, not HostBinding's
 
 
 def test_the_example_on_the_profile_page_is_valid() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engram_mcp.conformance._connect import parse_target
+from engram_mcp.conformance._connect import Era, parse_target
 from engram_mcp.conformance._raw import RawSession, _is_jsonrpc
 from engram_mcp.reference._init import write_configuration
 
@@ -42,10 +42,10 @@ def test_a_line_is_mcp_when_it_is_a_json_rpc_message() -> None:
 
 
 @pytest.mark.parametrize("era", ["legacy", "modern"])
-def test_a_raw_session_sees_every_non_mcp_line_and_only_those(tmp_path: Path, configuration: Path, era: str) -> None:
+def test_a_raw_session_sees_every_non_mcp_line_and_only_those(tmp_path: Path, configuration: Path, era: Era) -> None:
     target = _wrapper(tmp_path, configuration, stdout="echo 'Engram starting'; echo '{\"ready\": true}'",
                       stderr="echo 'a log line' >&2")
-    session = RawSession(parse_target(target), era, 30.0)  # type: ignore[arg-type]
+    session = RawSession(parse_target(target), era, 30.0)
     try:
         session.open()
         assert session.list_tools({}).kind == "result"

@@ -10,7 +10,7 @@ import pytest
 
 from engram_mcp.conformance import _checks
 from engram_mcp.conformance._checks import SOURCES_SCORED, Status, check
-from engram_mcp.conformance._connect import parse_target
+from engram_mcp.conformance._connect import Era, parse_target
 from engram_mcp.conformance._report import badge, write_reports
 from engram_mcp.conformance._run import EXIT_CONFORMANT, EXIT_INCOMPLETE, EXIT_MUST_FAILED, Result, Run
 from engram_mcp.conformance._verdicts import (
@@ -25,7 +25,7 @@ from engram_mcp.conformance._verdicts import (
 from engram_mcp.contract import load
 
 CATALOG = {r["id"]: r for r in load().requirements["requirements"]}
-ERAS = ("legacy", "modern")
+ERAS: tuple[Era, ...] = ("legacy", "modern")
 
 
 def scored_musts(level: str) -> list[str]:
@@ -39,8 +39,9 @@ def observable(level: str) -> list[str]:
 
 
 def run_of(results: list[Result], *, level: str = "contract", selected: bool = False) -> Run:
-    run = Run(target=parse_target("stdio:x"), profile=None, host=None, confirmer=None, eras=ERAS, seed=0,  # type: ignore[arg-type]
-              examples=1, strict=False, baseline=frozenset(), report_dir=None, timeout=1.0)
+    run = Run(target=parse_target("stdio:x"),
+              profile=None, host=None, confirmer=None,  # type: ignore[arg-type]  # never read without a None check
+              eras=ERAS, seed=0, examples=1, strict=False, baseline=frozenset(), report_dir=None, timeout=1.0)
     run.level, run.selected = level, selected
     run.results.extend(results)
     return run
@@ -199,5 +200,5 @@ def test_a_check_of_a_contract_requirement_also_covers_the_pins_split_from_it() 
     @check("synthetic.split-parent", parent)
     def probe() -> None: ...
 
-    marker = next(m for m in probe.pytestmark if m.name == "engram_check")  # type: ignore[attr-defined]
+    marker = next(m for m in probe.pytestmark if m.name == "engram_check")  # type: ignore[attr-defined]  # set by the check's marks
     assert marker.args[1][0] == parent and child in marker.args[1]

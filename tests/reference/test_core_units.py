@@ -565,7 +565,7 @@ async def test_a_failing_confirmation_store_is_a_constant_envelope(
     arguments = withdraw_args("candidate_" + "0" * 64)
     meta = server_dir.host.meta()
     async with Client(reference.server, mode="2026-07-28", cache=None,
-                      elicitation_callback=lambda c, p: None) as client:  # type: ignore[arg-type]
+                      elicitation_callback=lambda c, p: None) as client:  # type: ignore[arg-type]  # declares elicitation, never called
         session = client.session
         first = await session.call_tool("engram_memory_withdraw", arguments, meta=cast(types.RequestParamsMeta, meta),
                                         allow_input_required=True)

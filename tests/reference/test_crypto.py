@@ -169,7 +169,7 @@ def test_unknown_format_version_is_refused(cipher: AesGcmCipher, sealed: Sealed,
 
 
 def test_non_bytes_and_unencodable_ids_are_refused(cipher: AesGcmCipher, sealed: Sealed) -> None:
-    broken = Sealed(ciphertext=None, wrapped_key=sealed.wrapped_key)  # type: ignore[arg-type]
+    broken = Sealed(ciphertext=None, wrapped_key=sealed.wrapped_key)  # type: ignore[arg-type]  # not bytes: the case under test
     assert_broken(lambda: cipher.open(broken, scope=SCOPE, candidate_id=CANDIDATE))
     assert_broken(lambda: cipher.open(sealed, scope=SCOPE, candidate_id="\ud800"))
 
@@ -177,7 +177,7 @@ def test_non_bytes_and_unencodable_ids_are_refused(cipher: AesGcmCipher, sealed:
 @pytest.mark.parametrize("kek", [b"", b"\x00" * 16, b"\x00" * 24, b"\x00" * 33, "0" * 32])
 def test_only_a_32_byte_kek_is_accepted(kek: object) -> None:
     with pytest.raises(ValueError, match="key-encryption key must be exactly"):
-        AesGcmCipher(kek)  # type: ignore[arg-type]
+        AesGcmCipher(kek)  # type: ignore[arg-type]  # a str key is among the cases
 
 
 def test_repr_does_not_show_the_kek(cipher: AesGcmCipher) -> None:

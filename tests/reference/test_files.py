@@ -47,7 +47,8 @@ def open_ref(tmp_path_factory: pytest.TempPathFactory) -> ReferenceDir:
                                               "_meta": ref.host.meta()})
         assert reply["result"]["structuredContent"]["ok"]  # and its audit row is written
         assert Path(f"{ref.store}-wal").exists()  # checked while the server runs, so the WAL and SHM exist
-        ref.modes = {p: mode(p) for p in [ref.store.parent, *ref.store.parent.iterdir()]}  # type: ignore[attr-defined]
+        ref.modes = {  # type: ignore[attr-defined]  # the modes seen while the server ran, handed to the tests
+            p: mode(p) for p in [ref.store.parent, *ref.store.parent.iterdir()]}
     finally:
         stop(raw.process)
     return ref
@@ -63,7 +64,7 @@ def test_configuration_and_keys_are_created_private(open_ref: ReferenceDir) -> N
 
 
 def test_the_store_directory_and_every_store_file_are_created_private(open_ref: ReferenceDir) -> None:
-    modes = {p.name: m for p, m in open_ref.modes.items()}  # type: ignore[attr-defined]
+    modes = {p.name: m for p, m in open_ref.modes.items()}  # type: ignore[attr-defined]  # set by open_ref
     store = open_ref.store.name
     assert modes[open_ref.store.parent.name] == 0o700
     for name in (store, f"{store}-wal", f"{store}-shm", f"{store}.lock"):

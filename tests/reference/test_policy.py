@@ -27,7 +27,7 @@ from engram_mcp.reference._policy import (
     SecretScan,
     policy_named,
 )
-from engram_mcp.reference._ports import AdmissionDecision, CandidateView
+from engram_mcp.reference._ports import AdmissionDecision, CandidateView, Decision
 
 SCAN = SecretScan()
 
@@ -363,9 +363,9 @@ def test_scan_stays_fast_on_adversarial_text(text: str) -> None:
         (AlwaysAdjudicate(), "reference/adjudicate", "adjudicate"),
     ],
 )
-def test_fixed_policies_ignore_content(policy: Any, policy_id: str, decision: str) -> None:
+def test_fixed_policies_ignore_content(policy: Any, policy_id: str, decision: Decision) -> None:
     for candidate in (capture(), capture(f"key {AKIA}")):
-        assert policy.decide(candidate) == AdmissionDecision(decision, policy_id, "1")  # type: ignore[arg-type]
+        assert policy.decide(candidate) == AdmissionDecision(decision, policy_id, "1")
     assert (policy.policy_id, policy.policy_version) == (policy_id, "1")
 
 

@@ -235,7 +235,7 @@ def test_the_sweep_before_a_mutation_asks_the_store_only_once_a_candidate_can_be
 ) -> None:
     engines = make(limits(pending_candidate_seconds=60))
     looks = _count_looks(monkeypatch)
-    at = lambda seconds: NOW + timedelta(seconds=seconds)  # noqa: E731
+    at = lambda seconds: NOW + timedelta(seconds=seconds)  # noqa: E731 - a shorthand for the instants of this test
     first = engines.capture(now=at(0)).value["candidate_id"]
     assert len(looks) == 1, "the first mutation looks"
     engines.capture(now=at(30))

@@ -32,7 +32,7 @@ class Clock(datetime):
     moment = START
 
     @classmethod
-    def now(cls, tz: Any = None) -> datetime:  # type: ignore[override]
+    def now(cls, tz: Any = None) -> datetime:  # type: ignore[override]  # the moment is a datetime, not a Clock
         return cls.moment
 
 

@@ -33,7 +33,7 @@ from engram_mcp.reference.testing import (
     assert_reserved_once,
     record,
 )
-from tests.postgres_support import fresh_postgres_url, postgres_url  # noqa: F401  (the PostgreSQL site's fixtures)
+from tests.postgres_support import fresh_postgres_url, postgres_url  # noqa: F401 - the PostgreSQL site's fixtures
 
 T = TypeVar("T")
 
@@ -155,7 +155,7 @@ def test_holdings_do_not_depend_on_the_order_admission_writes_in(site: StoreSite
         assert not reader.holdings_drift()
 
     def tamper(tx: StoreTransaction) -> None:  # a counter no trigger wrote: what verify reports
-        raw = tx.sql if isinstance(tx, SqliteTransaction) else tx.conn  # type: ignore[attr-defined]
+        raw = tx.sql if isinstance(tx, SqliteTransaction) else tx.conn  # type: ignore[attr-defined]  # PostgreSQL's transaction
         raw.execute("UPDATE holdings SET bytes = bytes + 1 WHERE holder = 'tenant'")
 
     store.transaction(tamper)

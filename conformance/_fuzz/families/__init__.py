@@ -8,6 +8,7 @@ registered.
 """
 
 # isort: off
-from . import utf8, nfc, surrogates, integers, zero_fractions, digests, identifiers, capture_shape  # noqa: F401
-from . import cross_references, instants, host_owned, unknown_members, null, required, size, non_object  # noqa: F401
+from . import utf8, nfc, surrogates, integers, zero_fractions, digests  # noqa: F401 - imported to register
+from . import identifiers, capture_shape, cross_references, instants, host_owned  # noqa: F401 - imported to register
+from . import unknown_members, null, required, size, non_object  # noqa: F401 - imported to register
 # isort: on
