@@ -11,7 +11,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import jwt
 
@@ -40,14 +40,21 @@ from tests.variant_server import Seams
 Approval = Any  # what a gate answers: the approval time, a request for input, or None when refused
 ConsumeState = Callable[[str, datetime | None], bool]
 
+Inner = TypeVar("Inner")
+
+
+class _Wrapping(Generic[Inner]):
+    """A gate that changes what the gate it wraps would answer."""
+
+    def __init__(self, inner: Inner) -> None:
+        self.inner = inner
+
+
 # -- confirmation gates ----------------------------------------------------------------------------------------------
 
 
-class _LegacyAutoApproval:
+class _LegacyAutoApproval(_Wrapping[ElicitationGate]):
     """Approves every legacy-era call at once; the 2026-07-28 era still asks."""
-
-    def __init__(self, inner: ElicitationGate) -> None:
-        self.inner = inner
 
     async def approve(self, call: GateCall) -> Approval:
         if call.modern:
@@ -62,11 +69,8 @@ def legacy_gate_auto_approves(seams: Seams) -> None:
     changed_gate(seams, "asking", _LegacyAutoApproval)
 
 
-class _DeafToAnswers:
+class _DeafToAnswers(_Wrapping[ElicitationGate]):
     """Hears every modern retry's answer as an approval."""
-
-    def __init__(self, inner: ElicitationGate) -> None:
-        self.inner = inner
 
     async def approve(self, call: GateCall) -> Approval:
         if call.modern and call.params.input_responses is not None:
@@ -81,11 +85,8 @@ def modern_gate_ignores_answer(seams: Seams) -> None:
     changed_gate(seams, "asking", _DeafToAnswers)
 
 
-class _StateUnboundToTarget:
+class _StateUnboundToTarget(_Wrapping[ElicitationGate]):
     """Judges a modern retry's state on everything but the target and arguments it was minted for."""
-
-    def __init__(self, inner: ElicitationGate) -> None:
-        self.inner = inner
 
     async def approve(self, call: GateCall) -> Approval:
         if not (call.modern and call.params.request_state is not None):
@@ -111,11 +112,8 @@ def state_not_bound_to_target(seams: Seams) -> None:
     changed_gate(seams, "asking", _StateUnboundToTarget)
 
 
-class _AnswerTrustedWithoutState:
+class _AnswerTrustedWithoutState(_Wrapping[ElicitationGate]):
     """Takes a modern retry's answer at its word when it brings no request state."""
-
-    def __init__(self, inner: ElicitationGate) -> None:
-        self.inner = inner
 
     async def approve(self, call: GateCall) -> Approval:
         if call.modern and call.params.request_state is None and call.params.input_responses is not None:
@@ -142,11 +140,8 @@ def state_reusable(seams: Seams) -> None:
     seams.override("engine", "consume_state", _never_spent)
 
 
-class _AgelessState:
+class _AgelessState(_Wrapping[ElicitationGate]):
     """Judges a modern retry's state at the moment it was issued, so it never expires."""
-
-    def __init__(self, inner: ElicitationGate) -> None:
-        self.inner = inner
 
     async def approve(self, call: GateCall) -> Approval:
         if not (call.modern and call.params.request_state is not None):
@@ -164,11 +159,8 @@ def state_never_expires(seams: Seams) -> None:
     changed_gate(seams, "asking", _AgelessState)
 
 
-class _UnaskedWithoutElicitation:
+class _UnaskedWithoutElicitation(_Wrapping[ElicitationGate]):
     """Runs the call unconfirmed when the client cannot be asked, instead of refusing it."""
-
-    def __init__(self, inner: ElicitationGate) -> None:
-        self.inner = inner
 
     async def approve(self, call: GateCall) -> Approval:
         if not call.can_elicit():
@@ -190,11 +182,8 @@ def _reference(call: GateCall) -> Any:
     return call.meta.get(CONFIRMATION_REF_META_KEY)
 
 
-class _WindowFromReceipt:
+class _WindowFromReceipt(_Wrapping[HostReferenceGate]):
     """Approves what the host approved, but as of the reference's arrival."""
-
-    def __init__(self, inner: HostReferenceGate) -> None:
-        self.inner = inner
 
     async def approve(self, call: GateCall) -> float | None:
         approved_at = await self.inner.approve(call)
@@ -223,11 +212,8 @@ def reference_replayable(seams: Seams) -> None:
     seams.override("engine", "consume_state", _references_never_spent)
 
 
-class _ReferenceUnboundToTarget:
+class _ReferenceUnboundToTarget(_Wrapping[HostReferenceGate]):
     """Judges a reference on its signature, expiry, capability and id, not on the call it names."""
-
-    def __init__(self, inner: HostReferenceGate) -> None:
-        self.inner = inner
 
     async def approve(self, call: GateCall) -> float | None:
         token = _reference(call)
@@ -250,11 +236,8 @@ def reference_not_bound_to_target(seams: Seams) -> None:
     changed_gate(seams, "reference", _ReferenceUnboundToTarget)
 
 
-class _RunsUnconfirmable:
+class _RunsUnconfirmable(_Wrapping[ConfirmationGate]):
     """Runs a call that carries no reference and whose client cannot be asked, instead of refusing it."""
-
-    def __init__(self, inner: ConfirmationGate) -> None:
-        self.inner = inner
 
     async def approve(self, call: GateCall) -> Approval:
         if CONFIRMATION_REF_META_KEY not in call.meta and not call.can_elicit():
@@ -295,11 +278,8 @@ def reference_signature_unchecked(seams: Seams) -> None:
     changed_gate(seams, "reference", lambda inner: dataclasses.replace(inner, signed_claims=_unchecked_signature))
 
 
-class _ReferenceJudgedAtApproval:
+class _ReferenceJudgedAtApproval(_Wrapping[HostReferenceGate]):
     """Judges a reference at its own approval time, so its exp never passes."""
-
-    def __init__(self, inner: HostReferenceGate) -> None:
-        self.inner = inner
 
     async def approve(self, call: GateCall) -> float | None:
         try:
@@ -320,11 +300,8 @@ def reference_expiry_unchecked(seams: Seams) -> None:
     changed_gate(seams, "reference", _ReferenceJudgedAtApproval)
 
 
-class _PolicyGateUnbound:
+class _PolicyGateUnbound(_Wrapping[HostReferenceGate]):
     """For capture and admission, any reference the host signed approves the call."""
-
-    def __init__(self, inner: HostReferenceGate) -> None:
-        self.inner = inner
 
     async def approve(self, call: GateCall) -> float | None:
         if call.tool not in (CAPTURE, ADMIT):
