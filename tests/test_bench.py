@@ -79,9 +79,13 @@ def test_every_measure_reports_numbers(smoke: tuple[dict, Path]) -> None:
 def test_latency_rows_carry_ratios_to_their_anchor(smoke: tuple[dict, Path]) -> None:
     report, _cache = smoke
     calls = {row["case"]: row for row in report["rows"] if row["measure"] == "calls"}
-    for case in ("sqlite get", "sqlite search", "sqlite capture", "postgresql get", "postgresql search"):
-        assert calls[case]["anchor"] == "no-op tool (SDK)"
-        assert numeric(calls[case]["ratio_p50"]) and numeric(calls[case]["ratio_p99"])
+    for backend in ("sqlite", "postgresql"):
+        floor = f"{backend} floor (no-op + 1 durable commit)"
+        assert calls[floor]["anchor"] == "no-op tool (SDK)" and numeric(calls[floor]["ratio_p50"])
+        for tool in ("get", "search", "capture"):
+            case = calls[f"{backend} {tool}"]
+            assert case["anchor"] == floor, case
+            assert numeric(case["ratio_p50"]) and numeric(case["ratio_p99"]) and numeric(case["noop_ratio_p50"])
     assert len(report["raw"]["calls"]["sqlite get"]) == report["config"]["calls"]
 
 

@@ -20,8 +20,12 @@ _POOLS = {
 }
 
 
+SALTED_PREFIX = 64  # characters replaced: enough to set keys apart; a long key keeps the rest as it was
+
+
 def salted_key(key: str, salt: str) -> str:
-    """A different key with the same UTF-8 width per character, still NFC when the key was.
+    """A different key with the same UTF-8 width per character, still NFC when the key was: its first
+    ``SALTED_PREFIX`` characters are drawn from the salt and the whole key.
 
     Valid mutation cases carry salted keys so that no case replays another (or
     one of an earlier run) and every case is judged on its own arguments.
@@ -30,10 +34,10 @@ def salted_key(key: str, salt: str) -> str:
         return key
     digest = hashlib.sha256(f"{salt}\0{key}".encode("utf-8", "surrogatepass")).digest()
     out = []
-    for i, char in enumerate(key):
+    for i, char in enumerate(key[:SALTED_PREFIX]):
         pool = _POOLS[len(char.encode("utf-8", "surrogatepass"))]
         out.append(pool[(digest[i % len(digest)] + 7 * i) % len(pool)])
-    salted = "".join(out)
+    salted = "".join(out) + key[SALTED_PREFIX:]
     return salted if unicodedata.is_normalized("NFC", salted) else key
 
 

@@ -129,16 +129,18 @@ def verify_binding(
     now: float | None = None,
     max_lifetime: float = BINDING_MAX_LIFETIME,
     claims_valid: Callable[[Any], bool] = binding_claims_valid,
+    signed: SignedClaims = _signed_claims,
 ) -> Binding:
     """The verified binding, or BindingRejected. Checks run cheapest and least trusting first.
 
-    ``max_lifetime`` (at most binding.max_lifetime) and ``claims_valid`` are the server's to narrow.
+    ``max_lifetime`` (at most binding.max_lifetime) and ``claims_valid`` are the server's to narrow; ``signed``
+    checks the header and the signature (a server may remember the tokens it has verified: ``signed_claims``).
     """
     if token is None or token == "":
         raise BindingRejected("missing")
     if not isinstance(token, str):
         raise BindingRejected("malformed")
-    claims, host = _signed_claims(token, trusted_keys, BINDING_TOKEN_TYPE)
+    claims, host = signed(token, trusted_keys, BINDING_TOKEN_TYPE)
 
     if not claims_valid(claims) or claims["exp"] <= claims["iat"]:
         raise BindingRejected("bad_claims")

@@ -1,20 +1,29 @@
-"""calls: per-call latency over stdio of get, search and capture, next to the SDK's no-op tool (the anchor)."""
+"""calls: per-call latency over stdio of get, search and capture, next to two anchors run in the same rounds.
+
+The SDK's no-op tool is what any Python MCP server pays for the protocol alone; a backend's floor is that
+no-op plus one durable commit of one row in the same kind of store on the same disk, the least a durable call
+can cost. Each reference case is judged against its backend's floor and shows its ratio to the no-op too.
+"""
 
 from __future__ import annotations
 
+import functools
 import itertools
+import tomllib
 from collections.abc import Callable
 from contextlib import ExitStack
+from pathlib import Path
 
 from engram_mcp.conformance._connect import Connection
 from engram_mcp.conformance._world import capture_arguments
 from tools.bench._context import Context
-from tools.bench._servers import Host, call_value, noop_connection, reference_stdio
-from tools.bench._stats import round_robin
+from tools.bench._servers import Host, call_value, floor_connection, noop_connection, reference_stdio
+from tools.bench._stats import ratio, round_robin
 from tools.bench._text import TextSource
 
 SMALL_STORE = 20  # records in the store searched
-TARGETS = {"get": 1.3, "search": 1.6, "capture": 1.6}  # at most this many times the no-op's p50
+NOOP = "no-op tool (SDK)"
+FLOOR_TARGETS = {"sqlite": 1.3, "postgresql": 1.6}  # p50 at most this many times the backend's floor
 
 
 def reference_cases(conn: Connection, host: Host, label: str) -> dict[str, Callable[[], float]]:
@@ -47,19 +56,44 @@ def reference_cases(conn: Connection, host: Host, label: str) -> dict[str, Calla
     return {f"{label} get": get, f"{label} search": search, f"{label} capture": capture}
 
 
+def noop_elapsed(conn: Connection) -> float:
+    return conn.call("noop", {}, None).elapsed
+
+
+def floor_case(backend: str) -> str:
+    return f"{backend} floor (no-op + 1 durable commit)"
+
+
+def store_location(directory: Path, backend: str) -> str:
+    """Where the floor commits: beside the reference's SQLite store, or in its PostgreSQL schema."""
+    config = tomllib.loads((directory / "server.toml").read_text(encoding="utf-8"))
+    if backend == "sqlite":
+        return str((directory / config["server"]["store"]).parent / "floor.sqlite3")
+    return str(config["store"]["url"])
+
+
 def run(ctx: Context) -> None:
     with ExitStack() as stack:
         noop = noop_connection(ctx.scratch)
         stack.callback(noop.close)
-        cases: dict[str, Callable[[], float]] = {"no-op tool (SDK)": lambda: noop.call("noop", {}, None).elapsed}
-        for backend in ctx.backends("calls"):
+        cases: dict[str, Callable[[], float]] = {NOOP: functools.partial(noop_elapsed, noop)}
+        backends = ctx.backends("calls")
+        for backend in backends:
             directory = stack.enter_context(ctx.fresh_configuration(backend))
-            conn = reference_stdio(directory)
+            conn = reference_stdio(directory)  # first: it makes the store's folder, where the floor's file goes
             stack.callback(conn.close)
+            floor = floor_connection(ctx.scratch, backend, store_location(directory, backend))
+            stack.callback(floor.close)
+            cases[floor_case(backend)] = functools.partial(noop_elapsed, floor)
             cases.update(reference_cases(conn, Host(directory), backend))
         samples = round_robin(cases, ctx.calls, warmup=3 if ctx.smoke else 20)
-    anchor = "no-op tool (SDK)"
-    ctx.report.latency("calls", anchor, samples.pop(anchor), target="anchor")
+    noop_row = ctx.report.latency("calls", NOOP, samples.pop(NOOP), target="anchor")
+    for backend in backends:
+        ctx.report.latency("calls", floor_case(backend), samples.pop(floor_case(backend)), anchor=NOOP,
+                           target="anchor (the floor)")
     for case, values in samples.items():
-        limit = TARGETS[case.rsplit(" ", 1)[1]]
-        ctx.report.latency("calls", case, values, anchor=anchor, target=f"p50 <= {limit}x no-op", ratio_limit=limit)
+        of_backend = case.split(" ", 1)[0]
+        limit = FLOOR_TARGETS[of_backend]
+        row = ctx.report.latency("calls", case, values, anchor=floor_case(of_backend),
+                                 target=f"p50 <= {limit}x floor", ratio_limit=limit)
+        row["noop_ratio_p50"] = ratio(row["p50_ms"], noop_row["p50_ms"])

@@ -91,8 +91,9 @@ def _number(value: Any, digits: int = 2) -> str:
     return f"{value:,}" if isinstance(value, int) else str(value)
 
 
-COLUMNS = ("measure", "case", "p50_ms", "p99_ms", "n", "per_second", "ratio_p50", "ratio_p99", "value", "target",
-           "meets")
+TITLE = "engram reference benchmarks (ratio: p50 and p99 over the anchor case; noop_ratio_p50: over the SDK no-op)"
+COLUMNS = ("measure", "case", "p50_ms", "p99_ms", "n", "per_second", "ratio_p50", "ratio_p99", "noop_ratio_p50",
+           "value", "target", "meets")
 
 
 def print_rows(rows: list[dict[str, Any]]) -> None:
@@ -113,7 +114,7 @@ def print_table(report: Report) -> None:
         for r in rows:
             print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)))
     else:
-        table = Table(title="engram reference benchmarks (ratios: p50 and p99 over the anchor case)")
+        table = Table(title=TITLE)
         for column in COLUMNS:
             table.add_column(column, justify="left" if column in {"measure", "case", "target"} else "right")
         for r in rows:

@@ -8,6 +8,7 @@ HTTP (``--http``) for the multi-replica measures.
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -43,6 +44,49 @@ async def main():
 
 anyio.run(main)
 '''
+# The floor: the no-op tool plus what a durable call cannot avoid, one committed row in the same kind of store
+# (SQLite through the store's own build, WAL and synchronous=FULL, on the same disk; or one PostgreSQL commit with
+# the server's default synchronous_commit), done on a worker thread as the reference does its store work.
+FLOOR_SERVER = '''
+import sys, anyio, mcp_types as types
+from mcp.server import Server
+from mcp.server.stdio import stdio_server
+
+backend, where = sys.argv[1], sys.argv[2]
+if backend == "sqlite":
+    from engram_mcp.reference._sqlite import sqlite3
+    db = sqlite3.connect(where, isolation_level=None, check_same_thread=False)
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute("PRAGMA synchronous = FULL")
+    db.execute("CREATE TABLE IF NOT EXISTS floor (id INTEGER PRIMARY KEY, body TEXT NOT NULL)")
+
+    def commit_one_row():
+        db.execute("BEGIN IMMEDIATE")
+        db.execute("INSERT INTO floor (body) VALUES (?)", ("x" * 200,))
+        db.execute("COMMIT")
+else:
+    import psycopg
+    db = psycopg.connect(where, autocommit=True)
+    db.execute("CREATE TABLE IF NOT EXISTS floor (id BIGSERIAL PRIMARY KEY, body TEXT NOT NULL)")
+
+    def commit_one_row():
+        db.execute("INSERT INTO floor (body) VALUES (%s)", ("x" * 200,))
+
+async def list_tools(ctx, params):
+    return types.ListToolsResult(tools=[types.Tool(name="noop", input_schema={"type": "object"})])
+
+async def call_tool(ctx, params):
+    await anyio.to_thread.run_sync(commit_one_row)
+    return types.CallToolResult(content=[types.TextContent(type="text", text="{}")], structured_content={})
+
+server = Server("floor", on_list_tools=list_tools, on_call_tool=call_tool)
+
+async def main():
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+anyio.run(main)
+'''
 META_REUSE = 200  # calls per signed binding before a fresh one is signed
 META_MAX_AGE = 20.0  # seconds: well inside the binding's lifetime (60 s), however slow the calls are
 
@@ -51,6 +95,13 @@ def noop_connection(scratch: Path) -> Connection:
     script = scratch / "noop_server.py"
     script.write_text(NOOP_SERVER, encoding="utf-8")
     return opened(f"stdio:{sys.executable} {script}")
+
+
+def floor_connection(scratch: Path, backend: str, where: str) -> Connection:
+    """The floor server for ``backend``: ``where`` is the SQLite file, or the PostgreSQL URL (its search_path set)."""
+    script = scratch / "floor_server.py"
+    script.write_text(FLOOR_SERVER, encoding="utf-8")
+    return opened("stdio:" + shlex.join([sys.executable, str(script), backend, where]))
 
 
 def opened(target: str, headers: dict[str, str] | None = None) -> Connection:
