@@ -19,7 +19,7 @@ from engram_mcp.reference._envelope import Refusal
 from engram_mcp.reference._journal import scope_of
 from engram_mcp.reference._policy import AcceptAll, ScopePolicy, SecretScan
 from engram_mcp.reference._ports import Scope, Sealed
-from tests.faulty.catalog import ADMIT, FORGET, GET, SEARCH, WITHDRAW, sqlite, variant
+from tests.faulty.catalog import ADMIT, CAPTURE, FORGET, GET, SEARCH, WITHDRAW, sqlite, variant
 from tests.variant_server import Seams
 
 Operation = Callable[..., dict[str, Any]]
@@ -39,6 +39,23 @@ def redigested(value: dict[str, Any], records: list[dict[str, Any]]) -> dict[str
 
 
 # -- lifecycle and visibility ------------------------------------------------------------------------------------
+
+
+@variant("expiry-ignored", breaks=["EMC-LIFE-001"], caught_by=["lifecycle.forget-expired"], era="legacy")
+def expiry_ignored(seams: Seams) -> None:
+    """A capture's retention.expires_at is judged at the edge but never stored: the record outlives it."""
+
+    def make(capture: Operation) -> Operation:
+        def keep_forever(caller: Any, args: dict[str, Any], now: Any) -> dict[str, Any]:
+            retention = args.get("payload", {}).get("retention")
+            if isinstance(retention, dict) and "expires_at" in retention:
+                args = copy.deepcopy(args)
+                del args["payload"]["retention"]["expires_at"]
+            return capture(caller, args, now)
+
+        return keep_forever
+
+    seams.wrap_operation(CAPTURE, make)
 
 
 @variant("pending-visible-in-search", breaks=["EMC-LIFE-001"], caught_by=["search.only-current"], era="modern")
