@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -37,8 +38,8 @@ class Case:
     intent: bool | None = None  # what the generator meant (valid?), None when it did not say
     pins: tuple[str, ...] = ()  # profile pins the refusal rests on alone (see _pins): not required at contract level
 
-    @property
-    def unsendable(self) -> str | None:
+    @functools.cached_property
+    def unsendable(self) -> str | None:  # asked several times per case; its arguments never change
         return unsendable(self.arguments)
 
     def as_json(self) -> dict[str, Any]:
@@ -84,6 +85,12 @@ def unsendable(arguments: Any) -> str | None:
     """
     if isinstance(arguments, bytes | bytearray):
         return "raw bytes, not JSON"
+    try:  # the common case at C speed: JSON with no non-finite number that encodes as UTF-8
+        json.dumps(arguments, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except (ValueError, TypeError, RecursionError):  # UnicodeEncodeError is a ValueError: find which one below
+        pass
+    else:
+        return None
     for value in _all_values(arguments):
         if isinstance(value, str):
             try:

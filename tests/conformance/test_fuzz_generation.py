@@ -224,6 +224,11 @@ def test_unsendable_arguments_are_recognised() -> None:
     assert fuzz.unsendable({"k\udc00": 1}) is not None
     assert fuzz.unsendable({"t": float("nan")}) is not None
     assert fuzz.unsendable({"t": 1.0, "s": "caf\u00e9", "l": [2**64]}) is None
+    # The reason names what is wrong, whichever way it was found.
+    assert fuzz.unsendable({"deep": [{"x": "\ud800"}]}) == fuzz.LONE_SURROGATE
+    assert "non-finite" in (fuzz.unsendable({"deep": [1, float("-inf")]}) or "")
+    assert "non-finite" in (fuzz.unsendable({float("nan"): 1}) or "")
+    assert fuzz.unsendable({"set": {1, 2}}) is None  # not JSON, yet nothing the SDK would mangle silently
 
 
 # -- rewrites applied just before sending ---------------------------------------------------------
