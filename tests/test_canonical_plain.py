@@ -9,7 +9,7 @@ import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engram_mcp.contract._canonical import _plain_json, canonical_bytes
+from engram_mcp.contract._canonical import _plain, _plain_json, canonical_bytes
 
 _SAFE = 2**53 - 1
 texts = st.text(st.characters(codec=None), max_size=12)  # lone surrogates and non-BMP characters included
@@ -68,3 +68,37 @@ def test_ordinary_scores_take_the_fast_path(number: float) -> None:
 def test_escapes_match_rfc8785() -> None:
     value = {"c": "".join(map(chr, range(0x20))) + "\x7f\u2028\u2029\"\\/é\U0001f600", "k": [True, False, None, _SAFE]}
     assert _plain_json(value) == rfc8785.dumps(value)
+
+
+def _plain_by_recursion(value: Any) -> bool:
+    """The rule ``_plain`` implements, stated by recursion: its walk must agree with it on every value."""
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return True
+    if kind is int:
+        return -_SAFE <= value <= _SAFE
+    if kind is float:
+        return 1e-4 <= abs(value) < 1e16 and not value.is_integer()
+    if kind is list:
+        return all(_plain_by_recursion(item) for item in value)
+    if kind is dict:
+        return all(type(key) is str and (key.isascii() or max(key) <= "\uffff") and _plain_by_recursion(item)
+                   for key, item in value.items())
+    return False
+
+
+odd = st.tuples(st.integers()) | st.sets(st.integers(), max_size=2) | st.binary(max_size=3)
+odd_values = st.recursive(scalars | odd, lambda inner: st.lists(inner, max_size=4)
+                          | st.dictionaries(texts | st.integers(), inner, max_size=4), max_leaves=20)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(odd_values)
+def test_the_walk_agrees_with_the_rule(value: Any) -> None:
+    assert _plain(value) == _plain_by_recursion(value)
+
+
+def test_a_value_that_contains_itself_is_not_plain() -> None:
+    looped: list[Any] = [1]
+    looped.append(looped)
+    assert _plain(looped) is False
