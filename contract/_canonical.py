@@ -116,8 +116,12 @@ _normalize = normalize
 
 def digest(domain: str, value: Any) -> str:
     """``sha256:<hex>`` of a NUL-terminated domain followed by the canonical bytes."""
+    return _digest_of(domain, canonical_bytes(value))
+
+
+def _digest_of(domain: str, canonical: bytes) -> str:
     h = hashlib.sha256(domain.encode("utf-8") + b"\0")
-    h.update(canonical_bytes(value))
+    h.update(canonical)
     return "sha256:" + h.hexdigest()
 
 
@@ -150,6 +154,19 @@ def candidate_id(source_ref: str, sequence: str, idempotency_key: str) -> str:
 def profile_digest(kind: str, value: Any) -> str:
     """A digest in one of this project's MCP-layer domains (spec/host-profile.md)."""
     return digest(f"{PROFILE}/{kind}/v1", value)
+
+
+def profile_digest_and_size(kind: str, body: dict[str, Any], field: str) -> tuple[str, int]:
+    """``profile_digest(kind, body)``, and the size of ``{**body, field: that digest}`` in canonical bytes as sent
+    (without NFC normalisation): one serialisation serves both when the body is ASCII, as a response body
+    usually is. The member adds its own text and one comma to the body's bytes, wherever its key sorts."""
+    if field in body:  # the member would replace one, not add one: measured whole
+        found = profile_digest(kind, body)
+        return found, len(canonical_bytes({**body, field: found}, normalize=False))
+    raw = canonical_bytes(body, normalize=False)
+    found = _digest_of(f"{PROFILE}/{kind}/v1", raw if raw.isascii() else canonical_bytes(body))
+    member = len(json.dumps(field, ensure_ascii=False).encode("utf-8")) + 1 + len(found) + 2  # "field":"sha256:…"
+    return found, len(raw) + member + (1 if body else 0)
 
 
 ZERO_DIGEST = "sha256:" + "0" * 64

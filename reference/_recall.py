@@ -11,7 +11,14 @@ from datetime import datetime
 from functools import cached_property
 from typing import Any
 
-from engram_mcp.contract import ZERO_DIGEST, canonical_bytes, load, profile_digest, receipt_digest
+from engram_mcp.contract import (
+    ZERO_DIGEST,
+    canonical_bytes,
+    load,
+    profile_digest,
+    profile_digest_and_size,
+    receipt_digest,
+)
 from engram_mcp.contract.binding import Binding, scope_ref
 from engram_mcp.contract.validation import instant
 from engram_mcp.reference import _search as search_index
@@ -112,6 +119,12 @@ class Recall:
     def _get_value(
         self, caller: Binding, packet: dict[str, Any], now: datetime, snapshot: int, valid_as_of: int
     ) -> dict[str, Any]:
+        return self._sized_get_value(caller, packet, now, snapshot, valid_as_of)[0]
+
+    def _sized_get_value(
+        self, caller: Binding, packet: dict[str, Any], now: datetime, snapshot: int, valid_as_of: int
+    ) -> tuple[dict[str, Any], int]:
+        """get's value, and its size as sent (``_size``), from one serialisation."""
         granted = authorization(caller, "engram_memory_get")
         read_receipt = {
             "record_id": packet["record"]["record_id"],
@@ -133,16 +146,16 @@ class Recall:
         }
         read_receipt["receipt_digest"] = profile_digest("read-receipt", read_receipt)
         value = {**packet, "read_receipt": read_receipt}
-        value["packet_digest"] = profile_digest("get-packet", value)
-        return value
+        value["packet_digest"], size = profile_digest_and_size("get-packet", value, "packet_digest")
+        return value, size
 
     def get(self, caller: Binding, args: dict[str, Any], now: datetime) -> dict[str, Any]:
         budget = args.get("max_packet_bytes", self.contract.limit("max_packet_bytes.default"))
         with self.store.snapshot() as reader:
             found = self.visible_record(reader, caller, args["record_id"], now)
             snapshot = reader.scope_cursor(scope_of(caller))
-        value = self._get_value(caller, self.packet(found), now, snapshot, epoch_ms(now))
-        if _size(value) > budget:
+        value, size = self._sized_get_value(caller, self.packet(found), now, snapshot, epoch_ms(now))
+        if size > budget:
             raise Refusal("PROJECTION_OVERSIZED")
         return value
 
@@ -199,8 +212,8 @@ class Recall:
         if offset >= len(rowids):
             return self._page_value(caller, context, [], None)  # nothing matched: the one empty success
         budget = context.budget
-        bare = _size(self._page_value(caller, context, [], None))
-        cursor_cost = _size(self._page_value(caller, context, [], len(rowids))) - bare
+        bare = self._sized_page_value(caller, context, [], None)[1]
+        cursor_cost = self._sized_page_value(caller, context, [], len(rowids))[1] - bare
         packets: list[dict[str, Any]] = []
         used, position = bare, offset
 
@@ -229,15 +242,21 @@ class Recall:
         if not packets:
             raise Refusal("PROJECTION_OVERSIZED")  # never an empty page, with or without a cursor
         next_offset = position if position < len(rowids) else None
-        value = self._page_value(caller, context, packets, next_offset)
-        while _size(value) > budget and len(packets) > 1:  # a longer cursor offset can cost a digit
+        value, size = self._sized_page_value(caller, context, packets, next_offset)
+        while size > budget and len(packets) > 1:  # a longer cursor offset can cost a digit
             next_offset = packets.pop()["rank"] - 1
-            value = self._page_value(caller, context, packets, next_offset)
+            value, size = self._sized_page_value(caller, context, packets, next_offset)
         return value
 
     def _page_value(
         self, caller: Binding, context: _PageContext, packets: list[dict[str, Any]], next_offset: int | None
     ) -> dict[str, Any]:
+        return self._sized_page_value(caller, context, packets, next_offset)[0]
+
+    def _sized_page_value(
+        self, caller: Binding, context: _PageContext, packets: list[dict[str, Any]], next_offset: int | None
+    ) -> tuple[dict[str, Any], int]:
+        """A page's value, and its size as sent (``_size``), from one serialisation."""
         value: dict[str, Any] = {
             "records": packets,
             "rank_receipt": self._rank_receipt(caller, context, [p["record"]["record_id"] for p in packets]),
@@ -253,8 +272,8 @@ class Recall:
                     context.ordered_digest,
                 )
             )
-        value["response_digest"] = profile_digest("search-response", value)
-        return value
+        value["response_digest"], size = profile_digest_and_size("search-response", value, "response_digest")
+        return value, size
 
     def ranked_record(self, reader: StoreReader, caller: Binding, rid: str) -> StoredRecord:
         """A ranked id's record, read in the snapshot that ranked it."""

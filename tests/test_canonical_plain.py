@@ -9,7 +9,7 @@ import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engram_mcp.contract._canonical import _plain, _plain_json, canonical_bytes
+from engram_mcp.contract._canonical import _plain, _plain_json, canonical_bytes, profile_digest, profile_digest_and_size
 
 _SAFE = 2**53 - 1
 texts = st.text(st.characters(codec=None), max_size=12)  # lone surrogates and non-BMP characters included
@@ -102,3 +102,17 @@ def test_a_value_that_contains_itself_is_not_plain() -> None:
     looped: list[Any] = [1]
     looped.append(looped)
     assert _plain(looped) is False
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.dictionaries(texts, values, max_size=5), st.sampled_from(["response_digest", "packet_digest", "a", "\u00e9"]))
+def test_a_digest_and_its_size_come_from_one_serialisation_exactly(body: dict[str, Any], field: str) -> None:
+    try:
+        expected_digest = profile_digest("search-response", body)
+    except Exception as error:  # what the whole computation refuses, the shortcut refuses too
+        with pytest.raises(type(error)):
+            profile_digest_and_size("search-response", body, field)
+        return
+    found, size = profile_digest_and_size("search-response", body, field)
+    assert found == expected_digest
+    assert size == len(canonical_bytes({**body, field: found}, normalize=False))
