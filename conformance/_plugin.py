@@ -308,7 +308,7 @@ def _begin_clocks(harness: Run, era: str, items: Sequence[pytest.Item]) -> None:
     cases = _cases_in_era(items, era)
     harness.head_starts.begin(era, {check_id for check_id, _ in cases}, _world_maker(harness, harness.connection(era)))
     harness.background.begin(era, cases, lambda: _world_maker(harness, harness.background_session(era)),
-                             harness.profile)
+                             harness.profile, open_early=harness.target.kind == "stdio")
 
 
 def _cases_in_era(items: Sequence[pytest.Item], era: str) -> list[tuple[str, dict[str, Any]]]:

@@ -51,6 +51,7 @@ from engram_mcp.conformance._raw import RawSession
 from engram_mcp.conformance._tracker import Tracker
 
 EXIT_CONFORMANT, EXIT_MUST_FAILED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_STALE, EXIT_INCOMPLETE = 0, 1, 2, 3, 4, 5
+CONCURRENT_CLIENTS = 3  # the sessions explore.concurrent drives side by side
 EXIT_NOT_ENGRAM = 6  # the target answers MCP but offers none of the six Engram memory tools
 DISTRIBUTION = "engram-memory-mcp"
 # The transport names the MCP specification uses, per kind of target.
@@ -177,6 +178,7 @@ class Run:
     connections: dict[str, Connection] = field(default_factory=dict)
     extra: list[Connection] = field(default_factory=list)
     without_elicitation: dict[str, Connection] = field(default_factory=dict)  # era -> the one such extra session
+    spares: dict[str, list[Connection]] = field(default_factory=dict)  # era -> stdio sessions opened ahead, unused
     unreachable: str | None = None
     unsupported_eras: dict[str, str] = field(default_factory=dict)  # era -> why the target refused it
     notes: list[str] = field(default_factory=list)  # what the preflight learned that the verdict alone does not say
@@ -186,6 +188,7 @@ class Run:
     raw_sessions: dict[str, RawSession] = field(default_factory=dict)
     watched_sessions: dict[str, RawSession] = field(default_factory=dict)  # era -> the transport checks' session
     _raw_lock: threading.Lock = field(default_factory=threading.Lock)
+    _watched_lock: threading.Lock = field(default_factory=threading.Lock)  # apart: a raw session opens meanwhile
     _extra_lock: threading.Lock = field(default_factory=threading.Lock)
     _closed: bool = False  # the run has ended: no session opens any more
     references: ConfirmationReferences | None = None  # the host-reference mode, when the profile declares it
@@ -250,7 +253,7 @@ class Run:
         """A fresh raw session in this era watched from the target's first byte, then closed: what the target wrote
         while it listed its tools, answered one unbound call and exited (run once per era, for the transport checks).
         """
-        with self._raw_lock:
+        with self._watched_lock:
             if self._closed:
                 raise RuntimeError("the run is over: no raw session opens now")
             if era not in self.watched_sessions:
@@ -266,18 +269,20 @@ class Run:
             return self.watched_sessions[era]
 
     def background_session(self, era: str) -> Connection:
-        """A new session for one background check (``_background``), which answers elicitations."""
-        with self._extra_lock:
-            if self._closed:
-                raise RuntimeError("the run is over: no session opens now")
-            return self.open_extra(era, elicitation=True)
+        """A new session for one background check (``_background``), which answers elicitations; opened outside
+        the lock, so that the background checks' sessions open side by side."""
+        return self.concurrent_session(era)
 
     def concurrent_session(self, era: str, target: Target | None = None) -> Connection:
         """A new session for one concurrent client, with the target or a replica of it; it answers elicitations.
-        Opened outside the lock, so that several open side by side; one opened as the run closes is closed too."""
+        A spare one opened ahead (``warm``) when there is one; else opened outside the lock, so that several open
+        side by side; one opened as the run closes is closed too."""
         with self._extra_lock:
             if self._closed:
                 raise RuntimeError("the run is over: no session opens now")
+            spares = self.spares.get(era)
+            if spares and (target is None or target == self.target):
+                return spares.pop()
         conn = Connection(target or self.target, as_era(era), self.confirmer, elicitation=True, timeout=self.timeout,
                           tracker=self.tracker)
         conn.open()
@@ -298,14 +303,30 @@ class Run:
             return self.without_elicitation[era]
 
     def warm(self, kinds: set[str]) -> None:
-        """Open the extra sessions of these kinds (raw, without-elicitation) for every era spoken, in the
-        background, so their targets start while checks run; a failure to open is met again (and reported)
-        by the check that asks for the session."""
-        openers = {"raw": self.raw, "without-elicitation": self.session_without_elicitation}
-        for kind in sorted(kinds & openers.keys()):
+        """Open the extra sessions of these kinds (raw, without-elicitation, watched, concurrent) for every era
+        spoken, in the background, so their targets start while checks run; a failure to open is met again (and
+        reported) by the check that asks for the session."""
+        openers = {"raw": self.raw, "without-elicitation": self.session_without_elicitation, "watched": self.watched}
+        starts = [(kind, openers[kind]) for kind in sorted(kinds & openers.keys())]
+        if "concurrent" in kinds and self.target.kind == "stdio" and self.explore:
+            # Spares for the concurrent clients: a stdio session waits idle as long as it must (an HTTP server may
+            # end an idle session, so over HTTP they open when asked for).
+            starts += [("concurrent", self._open_spare)] * CONCURRENT_CLIENTS
+        for kind, opener in starts:
             for era in list(self.connections):
-                threading.Thread(target=self._open_quietly, args=(openers[kind], era), daemon=True,
+                threading.Thread(target=self._open_quietly, args=(opener, era), daemon=True,
                                  name=f"{kind}-session-{era}").start()
+
+    def _open_spare(self, era: str) -> None:
+        conn = Connection(self.target, as_era(era), self.confirmer, elicitation=True, timeout=self.timeout,
+                          tracker=self.tracker)
+        conn.open()
+        with self._extra_lock:
+            if not self._closed:
+                self.extra.append(conn)
+                self.spares.setdefault(era, []).append(conn)
+                return
+        conn.close()
 
     @staticmethod
     def _open_quietly(opener: Any, era: str) -> None:
@@ -314,7 +335,7 @@ class Run:
 
     def close(self) -> None:
         # Waits for a session being opened in the background, so that it is closed too.
-        with self._raw_lock, self._extra_lock:
+        with self._raw_lock, self._extra_lock, self._watched_lock:
             self._closed = True
         # Side by side: each waits for its target process to exit.
         sessions: list[Connection | RawSession] = [*self.connections.values(), *self.extra,

@@ -89,6 +89,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "engram_check(id, requirements): a conformance check")
     config.addinivalue_line("markers", "engram_sessions(*kinds): extra sessions the check uses (raw, "
-                            "without-elicitation), opened in the background once the preflight has passed")
+                            "without-elicitation, watched, concurrent), opened in the background once the preflight "
+                            "has passed")
     if config.getoption("--target"):
         config.pluginmanager.import_plugin(HOOKS)  # a no-op when -p loaded it already

@@ -54,6 +54,51 @@ def _inline(node: Any, resolver: Resolver[Any]) -> Any:
     return {"allOf": [target], **out}
 
 
+def inline_for_validation(
+    schema: dict[str, Any], registry: referencing.Registry
+) -> tuple[dict[str, Any], dict[int, Any]]:
+    """``schema`` with every ``$ref`` replaced by a copy of its target, for the Python validator, and a map from
+    each copied node's id to the contract's node it was copied from.
+
+    Looking references up was most of the Python validator's time on refused arguments. Every keyword stays where
+    it stood (a ``$ref`` beside other keywords becomes an ``allOf`` in its place; both apply their target to the
+    same instance), so the errors, their order and their instance paths are the ones the referenced schema gives;
+    the map lets an error's ``schema`` still name the contract's own subschema (the rules are keyed by it).
+    """
+    origins: dict[int, Any] = {}
+    resolver = registry.resolver_with_root(
+        referencing.Resource.from_contents(schema, default_specification=referencing.jsonschema.DRAFT202012)
+    )
+    return _copy(schema, resolver, origins), origins
+
+
+def _copy(node: Any, resolver: Resolver[Any], origins: dict[int, Any]) -> Any:
+    if isinstance(node, list):
+        return [_copy(item, resolver, origins) for item in node]
+    if not isinstance(node, dict):
+        return node
+    if "$id" in node:
+        resolver = resolver.in_subresource(
+            referencing.Resource.from_contents(node, default_specification=referencing.jsonschema.DRAFT202012)
+        )
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in ("$id", "$defs"):  # resolved already: kept, they would only make the validator look again
+            continue
+        if key == "$ref":
+            resolved = resolver.lookup(value)
+            target = _copy(resolved.contents, resolved.resolver, origins)
+            if node.keys() <= {"$ref", "$id", "$defs", "$schema", "$comment"}:
+                return target  # nothing else applies here: the target stands in the node's place
+            if "allOf" in node:
+                raise ValueError("a $ref beside an allOf: no place for it in the inlined schema")
+            out["allOf"] = [target]
+            continue
+        out[key] = _copy(value, resolver, origins)
+    origins[id(out)] = node
+    return out
+
+
 def specialise_envelope(contract: Contract, tool: str) -> dict[str, Any]:
     """The envelope with value set to the tool's value schema and error to its triples."""
     registry = contract.registry

@@ -114,6 +114,7 @@ class Contract:
 
     def __init__(self) -> None:
         self._raw: dict[str, dict[str, bytes]] = {}
+        self._origins: dict[int, Any] = {}  # id of an input validator's schema node -> the node it copies
 
     def _package(self, package: str) -> dict[str, bytes]:
         """A data package's files, read on first use: a server never reads the fixtures (megabytes of them)."""
@@ -259,7 +260,20 @@ class Contract:
 
     @cache
     def input_validator(self, tool: str) -> Draft202012Validator:
-        return self.validator(self.input_schema(tool))
+        """The Python validator of a tool's arguments, over its schema with every reference inlined (an error's
+        ``schema`` is a copy: ``schema_origin`` gives the contract's own subschema)."""
+        from engram_mcp.contract._bundle import inline_for_validation
+
+        try:
+            tree, origins = inline_for_validation(self.input_schema(tool), self.registry)
+        except ValueError:  # a layout inlining cannot keep in place: the referenced schema, looked up as it goes
+            return self.validator(self.input_schema(tool))
+        self._origins.update(origins)
+        return self.validator(tree)
+
+    def schema_origin(self, node: Any) -> Any:
+        """The contract's subschema a node of an input validator's schema was copied from (else the node itself)."""
+        return self._origins.get(id(node), node)
 
     @cache
     def input_validity(self, tool: str) -> Callable[[Any], bool]:

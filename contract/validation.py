@@ -246,6 +246,7 @@ class _Classifier:
     """Maps a jsonschema error to the rule that owns it (spec/rules.json)."""
 
     def __init__(self, contract: Contract) -> None:
+        self._origin = contract.schema_origin
         self._by_schema: list[tuple[int, frozenset[str], str]] = []
         self._by_keyword: dict[str, str] = {}
         for rule in contract.rules.values():
@@ -259,8 +260,9 @@ class _Classifier:
                     self._by_keyword.setdefault(keyword, rule.id)
 
     def rule(self, error: ValidationError) -> str:
+        schema = id(self._origin(error.schema))
         for target, keywords, rule_id in self._by_schema:
-            if id(error.schema) == target and error.validator in keywords:
+            if schema == target and error.validator in keywords:
                 return rule_id
         return self._by_keyword.get(str(error.validator), "schema_keyword")
 

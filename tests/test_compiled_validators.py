@@ -1,6 +1,6 @@
 """The compiled fast path (contract/_compiled.py) never passes a value the Python validator refuses, and the
-oracle's verdicts are the ones the Python validator alone gives: over every argument fixture, over generated
-mutations of them, and over binding claims."""
+oracle's verdicts are the ones the Python validator alone gives, on the inlined schemas it runs on as on the
+referenced schema files: over every argument fixture, over generated mutations of them, and over binding claims."""
 
 from __future__ import annotations
 
@@ -26,8 +26,16 @@ class _PythonOnly(Contract):
         return lambda value: False
 
 
+class _Referenced(_PythonOnly):
+    """The Python validator over the schema files as written, every reference looked up while validating."""
+
+    def input_validator(self, tool: str) -> Any:  # type: ignore[override]  # a plain method stands in for the cached one
+        return self.validator(self.input_schema(tool))
+
+
 SLOW = ArgumentOracle(_PythonOnly())
 FAST = ArgumentOracle(CONTRACT)
+REFERENCED = ArgumentOracle(_Referenced())
 
 
 def _agree(tool: str, arguments: Any) -> None:
@@ -35,6 +43,8 @@ def _agree(tool: str, arguments: Any) -> None:
     valid = CONTRACT.input_validator(tool).is_valid(arguments)
     assert not fast or valid, "the compiled check passed arguments the schema refuses"
     assert FAST.verdict(tool, arguments) == SLOW.verdict(tool, arguments)
+    # The inlined schema the Python validator runs on names the same rules, at the same paths, in the same order.
+    assert SLOW.verdict(tool, arguments).violations == REFERENCED.verdict(tool, arguments).violations
 
 
 @pytest.mark.parametrize(("tool", "case"), CASES, ids=[f"{t}:{c['description']}" for t, c in CASES])
@@ -137,3 +147,16 @@ def test_binding_claims_get_the_same_verdict(claim: str, value: Any, drop: bool)
     else:
         claims[claim] = value
     assert CLAIMS_FAST(claims) == CLAIMS_FULL.is_valid(claims) or not CLAIMS_FAST(claims)
+
+
+def test_a_ref_beside_an_allof_is_left_to_the_referenced_schema() -> None:
+    """Inlining keeps every keyword in its place; a $ref beside an allOf has none, so that schema is refused."""
+    from engram_mcp.contract._bundle import inline_for_validation
+
+    tree, origins = inline_for_validation({"$defs": {"s": {"type": "string"}}, "properties": {
+        "a": {"$ref": "#/$defs/s"}, "b": {"$ref": "#/$defs/s", "maxLength": 2}}}, CONTRACT.registry)
+    assert tree["properties"]["a"] == {"type": "string"} and "$defs" not in tree
+    assert tree["properties"]["b"] == {"allOf": [{"type": "string"}], "maxLength": 2}
+    assert origins[id(tree["properties"]["a"])] == {"type": "string"}
+    with pytest.raises(ValueError, match="allOf"):
+        inline_for_validation({"$defs": {"s": {}}, "$ref": "#/$defs/s", "allOf": [{}]}, CONTRACT.registry)

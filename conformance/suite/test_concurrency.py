@@ -32,7 +32,7 @@ from engram_mcp.conformance._host import ReferenceConfirmation
 from engram_mcp.conformance._linearize import Linearizable, Undecided, Violation
 from engram_mcp.conformance._linearize import check as linearize
 from engram_mcp.conformance._profile import ScopeProfile
-from engram_mcp.conformance._run import Run
+from engram_mcp.conformance._run import CONCURRENT_CLIENTS, Run
 from engram_mcp.conformance._tracker import HistoryRecorder
 from engram_mcp.conformance._world import World, capture_arguments, fresh_key, unique
 from engram_mcp.contract import load
@@ -40,7 +40,7 @@ from engram_mcp.contract import load
 CAPTURE, ADMIT, FORGET = "engram_memory_capture", "engram_memory_request_admission", "engram_memory_forget"
 ALL_TOOLS = frozenset({"engram_memory_search", "engram_memory_get", CAPTURE, ADMIT, "engram_memory_withdraw",
                        FORGET})
-CLIENTS = 3
+CLIENTS = CONCURRENT_CLIENTS
 BARRIER_WAIT = 30.0  # seconds a thread waits for the others to be ready: only a session that hangs takes it
 
 
@@ -180,6 +180,7 @@ def blamed(violation: Violation) -> list[str]:
     return named or list(violation.broken)
 
 
+@pytest.mark.engram_sessions("concurrent")  # its sessions start ahead, beside the checks that come first
 @check("explore.concurrent", "EMC-IDEM-005", "EMC-IDEM-006", "EMC-FGT-002", "EMC-LIFE-002")
 def test_concurrent_clients_see_one_linearizable_store(world: World, harness: Run, era: str) -> None:
     """Races between three sessions (over the target and its --replica endpoints): the same capture, the same

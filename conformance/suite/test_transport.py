@@ -6,6 +6,8 @@ first byte while it lists its tools, answers one call and exits.
 
 from __future__ import annotations
 
+import pytest
+
 from engram_mcp.conformance._checks import check, not_applicable, require
 from engram_mcp.conformance._frames import REVISION, frame_problems, unasked_notifications, unmatched_responses
 from engram_mcp.conformance._raw import RawSession
@@ -13,6 +15,8 @@ from engram_mcp.conformance._run import Run
 from engram_mcp.conformance._world import World
 
 SHOWN = 3  # offending lines quoted in the verdict's detail
+# The transcripts are taken in the background once the preflight has passed, beside the checks that come first.
+pytestmark = pytest.mark.engram_sessions("watched")
 
 
 def _transcript(world: World, harness: Run) -> RawSession:
