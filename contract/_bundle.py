@@ -28,15 +28,21 @@ def inline(schema: dict[str, Any], registry: referencing.Registry) -> dict[str, 
     return {"$schema": DIALECT, **body}
 
 
+def _entered(node: dict[str, Any], resolver: Resolver[Any]) -> Resolver[Any]:
+    """The resolver inside ``node``: a node with an ``$id`` is a resource of its own, its references relative to it."""
+    if "$id" not in node:
+        return resolver
+    return resolver.in_subresource(
+        referencing.Resource.from_contents(node, default_specification=referencing.jsonschema.DRAFT202012)
+    )
+
+
 def _inline(node: Any, resolver: Resolver[Any]) -> Any:
     if isinstance(node, list):
         return [_inline(item, resolver) for item in node]
     if not isinstance(node, dict):
         return node
-    if "$id" in node:
-        resolver = resolver.in_subresource(
-            referencing.Resource.from_contents(node, default_specification=referencing.jsonschema.DRAFT202012)
-        )
+    resolver = _entered(node, resolver)
     out: dict[str, Any] = {}
     target = None
     for key, value in node.items():
@@ -77,10 +83,7 @@ def _copy(node: Any, resolver: Resolver[Any], origins: dict[int, Any]) -> Any:
         return [_copy(item, resolver, origins) for item in node]
     if not isinstance(node, dict):
         return node
-    if "$id" in node:
-        resolver = resolver.in_subresource(
-            referencing.Resource.from_contents(node, default_specification=referencing.jsonschema.DRAFT202012)
-        )
+    resolver = _entered(node, resolver)
     out: dict[str, Any] = {}
     for key, value in node.items():
         if key in ("$id", "$defs"):  # resolved already: kept, they would only make the validator look again
