@@ -9,11 +9,9 @@ others (the suite's conftest); when the first of them comes, every selected body
 starts at once, each in a thread on a session of its own, so their waits overlap
 one another. Their calls never run beside a check that needs the scope to stand
 still (a search page and its continuation share one snapshot, which any commit in
-the scope moves on), since every such check has ended by then. On a stdio target
-their sessions are opened as soon as they are queued, while the other checks run,
-so that starting the target's processes is not part of the wait at the end; an
-HTTP session is opened only when its body starts, since a server may end a session
-left idle that long.
+the scope moves on), since every such check has ended by then. Each opens its
+session when its body starts; on a stdio target the run has opened them ahead
+(``_pool``), so that starting the target's processes is not part of the wait.
 
 The check itself takes the outcome: it waits for its body, adds the body's
 evidence to its own and raises what the body raised, so it concludes exactly as if
@@ -73,9 +71,6 @@ class _Job:
     open_world: Callable[[], Callable[[Evidence], World]]  # opens the job's own session
     # queued -> running -> done, or -> refused (no session: its check runs it in place); queued -> taken (in place)
     state: str = "queued"
-    opening: bool = False  # its session is being opened (at once on a stdio target, else when its body starts)
-    opened: threading.Event = field(default_factory=threading.Event)
-    make_world: Callable[[Evidence], World] | None = None  # None once opened: its session could not be opened
     value: Any = None
     error: BaseException | None = None
     evidence: dict[str, Any] = field(default_factory=dict)
@@ -91,26 +86,23 @@ class Background:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def begin(self, era: str, cases: Iterable[tuple[str, dict[str, Any]]],
-              open_world: Callable[[], Callable[[Evidence], World]], profile: Profile | None = None,
-              *, open_early: bool = False) -> None:
+              open_world: Callable[[], Callable[[Evidence], World]], profile: Profile | None = None) -> int:
         """Queue the registered bodies among ``cases`` (check id, its parameters) that can apply under ``profile``
         (every one without a profile); each will open its session with ``open_world`` (a World maker for a new
-        session): now, in a thread of its own, when ``open_early``, else when its body starts. Once per era."""
+        session) when it starts. Once per era; the number of bodies queued, which is how many sessions they need."""
         with self._lock:
             if era in self._begun_eras:
-                return
+                return 0
             self._begun_eras.add(era)
-            queued = []
+            before = len(self._jobs)
             for check_id, params in cases:
                 key = (era, check_id, case_key(params))
                 applies = _APPLIES.get(check_id)
                 if check_id not in _BODIES or key in self._jobs:
                     continue
                 if applies is None or profile is None or applies(era, profile, dict(key[2])):
-                    self._jobs[key] = job = _Job(check_id, key[2], open_world, opening=open_early)
-                    queued.append(job)
-        for job in queued if open_early else ():
-            threading.Thread(target=self._open, args=(job,), daemon=True, name=f"open-{job.check_id}").start()
+                    self._jobs[key] = _Job(check_id, key[2], open_world)
+            return len(self._jobs) - before
 
     def start(self) -> None:
         """Start every queued body, each in its own thread on its own session."""
@@ -121,22 +113,10 @@ class Background:
         for job in queued:
             threading.Thread(target=self._work, args=(job,), daemon=True, name=f"background-{job.check_id}").start()
 
-    @staticmethod
-    def _open(job: _Job) -> None:
-        try:
-            job.make_world = job.open_world()
-        except Exception:  # no session of its own: its check will run the body in place
-            job.make_world = None
-        job.opened.set()
-
     def _work(self, job: _Job) -> None:
-        with self._lock:
-            opening, job.opening = job.opening, True
-        if not opening:
-            self._open(job)
-        job.opened.wait()
-        make_world = job.make_world
-        if make_world is None:
+        try:
+            make_world = job.open_world()
+        except Exception:  # no session of its own: the check runs the body in place
             job.state = "refused"
             job.done.set()
             return

@@ -307,8 +307,9 @@ def _begin_clocks(harness: Run, era: str, items: Sequence[pytest.Item]) -> None:
     harness.clocks_begun.add(era)
     cases = _cases_in_era(items, era)
     harness.head_starts.begin(era, {check_id for check_id, _ in cases}, _world_maker(harness, harness.connection(era)))
-    harness.background.begin(era, cases, lambda: _world_maker(harness, harness.background_session(era)),
-                             harness.profile, open_early=harness.target.kind == "stdio")
+    queued = harness.background.begin(era, cases, lambda: _world_maker(harness, harness.background_session(era)),
+                                      harness.profile)
+    harness.reserve_sessions(era, queued)  # they start now, beside the checks that come first
 
 
 def _cases_in_era(items: Sequence[pytest.Item], era: str) -> list[tuple[str, dict[str, Any]]]:

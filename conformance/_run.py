@@ -30,7 +30,7 @@ check runs once per era. ``Result.label`` is ``check@era[case]``. A failing Resu
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import hashlib
 import threading
 from dataclasses import dataclass, field
@@ -46,6 +46,7 @@ from engram_mcp.conformance._findings import is_bundled_reference
 from engram_mcp.conformance._fuzz.vocabulary import GET
 from engram_mcp.conformance._head_start import HeadStarts
 from engram_mcp.conformance._host import ConfirmationReferences, Confirmer, HostBinding
+from engram_mcp.conformance._pool import OneAtATime, SessionPool
 from engram_mcp.conformance._profile import Profile
 from engram_mcp.conformance._raw import RawSession
 from engram_mcp.conformance._tracker import Tracker
@@ -178,7 +179,8 @@ class Run:
     connections: dict[str, Connection] = field(default_factory=dict)
     extra: list[Connection] = field(default_factory=list)
     without_elicitation: dict[str, Connection] = field(default_factory=dict)  # era -> the one such extra session
-    spares: dict[str, list[Connection]] = field(default_factory=dict)  # era -> stdio sessions opened ahead, unused
+    ahead: OneAtATime = field(init=False)  # opens the sessions opened ahead, one at a time
+    pool: SessionPool[Connection] = field(init=False)  # sessions opened ahead for the concurrent and background ones
     unreachable: str | None = None
     unsupported_eras: dict[str, str] = field(default_factory=dict)  # era -> why the target refused it
     notes: list[str] = field(default_factory=list)  # what the preflight learned that the verdict alone does not say
@@ -202,6 +204,8 @@ class Run:
             self.transports = (TRANSPORTS.get(self.target.kind, self.target.kind),)
         if self.profile_digest is None:
             self.profile_digest = profile_digest(self.profile)
+        self.ahead = OneAtATime("sessions-opened-ahead")  # every session opened before a check asks for it
+        self.pool = SessionPool(self._open_pooled, self.ahead.submit)
 
     @property
     def target_identity(self) -> str:
@@ -269,29 +273,38 @@ class Run:
             return self.watched_sessions[era]
 
     def background_session(self, era: str) -> Connection:
-        """A new session for one background check (``_background``), which answers elicitations; opened outside
-        the lock, so that the background checks' sessions open side by side."""
+        """A session of its own for one background check (``_background``), which answers elicitations: one from
+        the pool when it has one, else opened outside the lock, so that the background checks' sessions open side
+        by side."""
         return self.concurrent_session(era)
 
     def concurrent_session(self, era: str, target: Target | None = None) -> Connection:
-        """A new session for one concurrent client, with the target or a replica of it; it answers elicitations.
-        A spare one opened ahead (``warm``) when there is one; else opened outside the lock, so that several open
-        side by side; one opened as the run closes is closed too."""
+        """A session of its own for one concurrent client, with the target or a replica of it; it answers
+        elicitations. One from the pool (``reserve_sessions``) when it has one for the target; else opened outside
+        the lock, so that several open side by side; one opened as the run closes is closed too."""
+        if target is None or target == self.target:
+            lent = self.pool.borrow(era)
+            if lent is not None:
+                lent.client, lent.confirm_by_reference, lent.recorder = "session", None, None  # as if new
+                return lent
         with self._extra_lock:
             if self._closed:
                 raise RuntimeError("the run is over: no session opens now")
-            spares = self.spares.get(era)
-            if spares and (target is None or target == self.target):
-                return spares.pop()
-        conn = Connection(target or self.target, as_era(era), self.confirmer, elicitation=True, timeout=self.timeout,
-                          tracker=self.tracker)
-        conn.open()
-        with self._extra_lock:
-            if not self._closed:
-                self.extra.append(conn)
-                return conn
-        conn.close()
-        raise RuntimeError("the run is over: no session opens now")
+        return self._open_kept(target or self.target, era)
+
+    def give_back(self, era: str, sessions: list[Connection]) -> None:
+        """Return the concurrent clients' sessions to the pool for the background checks, those still sound: with
+        the target itself over stdio (a server may end an HTTP session left idle), and whose last call was
+        answered (none may still be at work in the server)."""
+        for conn in sessions:
+            if conn.target == self.target and self.target.kind == "stdio" and not conn.consecutive_timeouts:
+                self.pool.give_back(era, conn)
+
+    def reserve_sessions(self, era: str, count: int) -> None:
+        """Have ``count`` sessions of the pool open ahead in ``era`` on a stdio target (over HTTP they open when
+        asked for: a server may end a session left idle)."""
+        if self.target.kind == "stdio" and era in self.connections:
+            self.pool.reserve(era, count)
 
     def session_without_elicitation(self, era: str) -> Connection:
         """The one extra session per era that declares no elicitation capability (opened once)."""
@@ -304,39 +317,37 @@ class Run:
 
     def warm(self, kinds: set[str]) -> None:
         """Open the extra sessions of these kinds (raw, without-elicitation, watched, concurrent) for every era
-        spoken, in the background, so their targets start while checks run; a failure to open is met again (and
-        reported) by the check that asks for the session."""
+        spoken, in the background and one at a time (``_pool.OneAtATime``), so their targets start while checks
+        run; a failure to open is met again (and reported) by the check that asks for the session."""
         openers = {"raw": self.raw, "without-elicitation": self.session_without_elicitation, "watched": self.watched}
-        starts = [(kind, openers[kind]) for kind in sorted(kinds & openers.keys())]
-        if "concurrent" in kinds and self.target.kind == "stdio" and self.explore:
-            # Spares for the concurrent clients: a stdio session waits idle as long as it must (an HTTP server may
-            # end an idle session, so over HTTP they open when asked for).
-            starts += [("concurrent", self._open_spare)] * CONCURRENT_CLIENTS
-        for kind, opener in starts:
-            for era in list(self.connections):
-                threading.Thread(target=self._open_quietly, args=(opener, era), daemon=True,
-                                 name=f"{kind}-session-{era}").start()
+        for era in list(self.connections):  # in the order the checks will ask for them
+            for kind in ("raw", "without-elicitation", "watched"):
+                if kind in kinds:
+                    self.ahead.submit(functools.partial(openers[kind], era))
+            if "concurrent" in kinds and self.explore:
+                self.reserve_sessions(era, CONCURRENT_CLIENTS)
 
-    def _open_spare(self, era: str) -> None:
-        conn = Connection(self.target, as_era(era), self.confirmer, elicitation=True, timeout=self.timeout,
+    def _open_pooled(self, era: str) -> Connection:
+        return self._open_kept(self.target, era)
+
+    def _open_kept(self, target: Target, era: str) -> Connection:
+        """A new session that answers elicitations, kept to be closed with the run (closed at once if it ends)."""
+        conn = Connection(target, as_era(era), self.confirmer, elicitation=True, timeout=self.timeout,
                           tracker=self.tracker)
         conn.open()
         with self._extra_lock:
             if not self._closed:
                 self.extra.append(conn)
-                self.spares.setdefault(era, []).append(conn)
-                return
+                return conn
         conn.close()
-
-    @staticmethod
-    def _open_quietly(opener: Any, era: str) -> None:
-        with contextlib.suppress(Exception):
-            opener(era)
+        raise RuntimeError("the run is over: no session opens now")
 
     def close(self) -> None:
         # Waits for a session being opened in the background, so that it is closed too.
         with self._raw_lock, self._extra_lock, self._watched_lock:
             self._closed = True
+        self.ahead.close()
+        self.pool.close()
         # Side by side: each waits for its target process to exit.
         sessions: list[Connection | RawSession] = [*self.connections.values(), *self.extra,
                                                    *self.raw_sessions.values()]

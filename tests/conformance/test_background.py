@@ -99,41 +99,6 @@ def test_bodies_run_side_by_side_each_on_its_own_session(ran: list[Any]) -> None
     assert len(opened) == 2 and sorted(tool for _, tool, _ in ran) == ["forget", "withdraw"]
 
 
-def test_open_early_opens_each_session_when_queued_and_runs_no_body_before_start(ran: list[Any]) -> None:
-    """On a stdio target the sessions open while the other checks run, so the checks on a clock do not wait for
-    the target's processes to start; each session is opened once, and a body still waits for start()."""
-    opened: list[str] = []
-    both_opened = threading.Event()
-
-    def session() -> Any:
-        opened.append("side")
-        if len(opened) == 2:
-            both_opened.set()
-        return lambda seen: FakeWorld("legacy", "side", seen)
-
-    background = Background()
-    background.begin("legacy", [("demo.waits", {"tool": "withdraw"}), ("demo.waits", {"tool": "forget"})], session,
-                     open_early=True)
-    assert both_opened.wait(5), "a queued body's session was not opened before the checks on a clock began"
-    time.sleep(0.05)
-    assert ran == [], "a body ran before the checks on a clock began"
-    background.start()
-    _wait_for(background, "legacy", "demo.waits", tool="withdraw")
-    _wait_for(background, "legacy", "demo.waits", tool="forget")
-    assert opened == ["side", "side"], "a session opened early was opened again when its body started"
-    assert sorted(tool for _, tool, _ in ran) == ["forget", "withdraw"]
-
-
-def test_a_session_opened_early_that_failed_leaves_its_body_to_run_in_place(ran: list[Any]) -> None:
-    def no_session() -> Any:
-        raise ConnectionError("the target takes one session at a time")
-
-    background = Background()
-    background.begin("legacy", [("demo.waits", {"tool": "forget"})], no_session, open_early=True)
-    background.start()
-    assert background.take("demo.waits", FakeWorld("legacy", "main"), tool="forget") == "forget-on-main"  # type: ignore[arg-type]  # a stand-in World
-
-
 def test_what_a_body_raised_is_raised_in_its_check(ran: list[Any]) -> None:
     background = Background()
     background.begin("modern", [("demo.refused", {"era": "modern"})], _side_session("modern"))
