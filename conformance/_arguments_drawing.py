@@ -11,9 +11,9 @@ import os
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 
 from engram_mcp.conformance import _fuzz as fuzz
+from engram_mcp.conformance._fuzz.kept_draws import cache_home
 
 TOOLS = fuzz.TOOLS
 
@@ -80,9 +80,5 @@ def _hypothesis_home() -> str:
     """Where the drawing process keeps hypothesis's caches: the user's cache, never the working directory."""
     if os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
         return os.environ["HYPOTHESIS_STORAGE_DIRECTORY"]
-    home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "engram-mcp-conformance" / "hypothesis"
-    try:
-        home.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return tempfile.mkdtemp(prefix="engram-conformance-hypothesis-")
-    return str(home)
+    home = cache_home("hypothesis")
+    return str(home) if home is not None else tempfile.mkdtemp(prefix="engram-conformance-hypothesis-")

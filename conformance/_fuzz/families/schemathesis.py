@@ -18,6 +18,7 @@ import json
 from datetime import datetime
 from typing import Any
 
+from .. import kept_draws
 from ..bases import DEFAULT_PURPOSE
 from ..case import Case, judged, utc_now
 from ..repair import bind_purpose, repair
@@ -47,7 +48,17 @@ def _openapi() -> Any:
 
 @functools.cache
 def _drawn(tool: str, mode: str, seed: int, examples: int) -> tuple[Any, ...]:
-    """Request bodies drawn for one tool: the same for the same seed and count."""
+    """Request bodies drawn for one tool: the same for the same seed and count (on the same code), so kept on disk."""
+    key = kept_draws.draw_key(tool, mode, seed, examples, CONTRACT.advertised_input_schema(tool))
+    kept = kept_draws.read(key)
+    if kept is not None:
+        return kept
+    bodies = _draw(tool, mode, seed, examples)
+    kept_draws.keep(key, bodies)
+    return bodies
+
+
+def _draw(tool: str, mode: str, seed: int, examples: int) -> tuple[Any, ...]:
     from hypothesis import HealthCheck, Phase, Verbosity, given, settings
     from hypothesis import seed as fixed_seed
     from schemathesis import GenerationMode
