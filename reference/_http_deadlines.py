@@ -45,7 +45,7 @@ class DeadlineH11Protocol(H11Protocol):
         self._proven = False
         self._judged: object = None  # the request cycle whose headers were last judged
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # uvicorn narrows the transport the same way
         super().connection_made(transport)
         if self.budget is not None:
             self.budget.admit(self, self.client[0] if self.client else "")

@@ -43,7 +43,7 @@ from engram_mcp.reference._store_config import DEFAULT_SYNCHRONOUS, SYNCHRONOUS_
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not a POSIX system: no inter-process lock
-    fcntl = None  # type: ignore[assignment]
+    fcntl = None  # type: ignore[assignment]  # None says: no inter-process lock here
 
 # -- quota holdings (schema version 5) ----------------------------------------------------------------------------
 

@@ -119,3 +119,22 @@ def test_the_readme_names_what_the_extended_runs_are() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "`.venv/bin/pytest -m extended`" in readme
     assert sum("test_harness_e2e.py" in line for line in ids) == 2 and "two more full certifications" in readme
+
+
+# A silenced type or lint finding says why after its codes: a type-ignore in a second comment, a noqa after " - ".
+_IGNORE, _NOQA = r"type:\s*ignore(\[[^\]]*\])?", r"noqa\b(:\s*[A-Z]+[0-9]+(\s*,\s*[A-Z]+[0-9]+)*)?"
+_SILENCED = re.compile(rf"#\s*({_IGNORE}|{_NOQA})(?P<rest>.*)$")
+_REASON = re.compile(r"^\s*(#|-|—)\s*\S")
+
+
+def test_every_silenced_finding_gives_its_reason() -> None:
+    bare = []
+    for folder in ("conformance", "contract", "reference", "tests", "tools"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if "node_modules" in path.parts:
+                continue
+            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                found = _SILENCED.search(line)
+                if found and not _REASON.match(found["rest"]):
+                    bare.append(f"{path.relative_to(ROOT).as_posix()}:{number}: {line.strip()}")
+    assert not bare, "a silenced finding without its reason:\n" + "\n".join(bare)

@@ -63,7 +63,7 @@ def mint_confirmation_reference(
         "jti": secrets.token_urlsafe(16),
         "capability": tool,
         "target": target,
-        "operation_digest": _scoped("operation", tool, target, arguments, caller),  # type: ignore[arg-type]
+        "operation_digest": _scoped("operation", tool, target, arguments, caller),  # type: ignore[arg-type]  # reads only the three fields _Caller has
         "approved_at": round(approved, 3),
         "exp": round(approved + lifetime, 3),
     }

@@ -27,7 +27,7 @@ from engram_mcp.reference.server import load_config, run_stdio
 
 # Each family registers its variants when imported: this order is the catalog's.
 # isort: off
-from tests.benign import (  # noqa: F401
+from tests.benign import (  # noqa: F401 - imported for the variants each module registers
     texts_and_schemas,
     identity,
     clocks,
