@@ -34,6 +34,7 @@ Layout
                  ``fixtures`` (the labelled corpus under fixtures/arguments/) and
                  ``schemathesis`` (``schemathesis-positive`` and ``-negative``, drawn under a seed)
                  take other inputs than a valid base, so they are called by name, not registered
+``kept_draws``   schemathesis draws kept in the user's cache, keyed by everything that decides them
 ``generate``     ``cases(family, tool)`` for every family name, ``ALL_FAMILIES`` in their order
 ``markers``      arguments carrying a marker, for the no-reflection checks
 ``sending``      rewrites applied right before sending (``salted_key``), printable digests
