@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 KEEP_ENV = "ENGRAM_CONFORMANCE_DRAWS"  # "fresh": draw every time, keep nothing
+KEPT_AT_MOST = 240  # draws kept (12 make one run's set: six tools, two modes)
 
 
 def cache_home(part: str) -> Path | None:
@@ -78,8 +79,18 @@ def keep(key: str, bodies: Sequence[Any]) -> None:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             out.write("".join(line + "\n" for line in lines))
         os.replace(temporary, home / f"{key}.jsonl")
+        _prune(home, written=home / f"{key}.jsonl")
     except (OSError, TypeError, ValueError, RecursionError):
         return
+
+
+def _prune(home: Path, written: Path) -> None:
+    """Keep the newest KEPT_AT_MOST draws, the one just written first: every edit of the harness's source makes a
+    new set of keys, and timestamps a few milliseconds apart may be equal."""
+    others = sorted((path for path in home.glob("*.jsonl") if path != written),
+                    key=lambda path: path.stat().st_mtime, reverse=True)
+    for stale in others[KEPT_AT_MOST - 1:]:
+        stale.unlink(missing_ok=True)
 
 
 def _encoded(body: Any) -> dict[str, Any]:

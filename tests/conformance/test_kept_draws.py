@@ -89,3 +89,11 @@ def test_a_second_draw_reads_the_first_back_without_drawing(monkeypatch: pytest.
         assert repr(drawing._drawn("engram_memory_get", "negative", 3, 5)) == repr(first)
     finally:
         drawing._drawn.cache_clear()
+
+
+def test_only_the_newest_draws_are_kept(monkeypatch: pytest.MonkeyPatch, own_cache: Path) -> None:
+    monkeypatch.setattr(kept_draws, "KEPT_AT_MOST", 3)
+    for seed in range(5):
+        kept_draws.keep(kept_draws.draw_key("engram_memory_get", "positive", seed, 25, SCHEMA), ({"id": seed},))
+    assert len(list(own_cache.glob("*.jsonl"))) == 3
+    assert kept_draws.read(kept_draws.draw_key("engram_memory_get", "positive", 4, 25, SCHEMA)) == ({"id": 4},)
