@@ -50,7 +50,10 @@ def draw_key(tool: str, mode: str, seed: int, examples: int, schema: Any) -> str
     digest.update(json.dumps([tool, mode, seed, examples, versions, schema], sort_keys=True).encode())
     for name, path in _local_sources():
         digest.update(f"\0{name}\0".encode())
-        digest.update(hashlib.sha256(path.read_bytes()).digest())
+        try:
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+        except OSError:  # gone or unreadable since it was imported: a key no run will meet again, so a miss
+            digest.update(os.urandom(16))
     return digest.hexdigest()
 
 
@@ -115,7 +118,7 @@ def _local_sources() -> list[tuple[str, Path]]:
     outside = tuple(str(Path(p).resolve()) for p in {sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"],
                                                     sysconfig.get_paths()["platlib"]})
     found = []
-    for name, module in sorted(sys.modules.items()):
+    for name, module in sorted(sys.modules.copy().items()):  # a copy: another thread may import meanwhile
         file = getattr(module, "__file__", None)
         if not isinstance(file, str) or not file.endswith(".py") or "/site-packages/" in file:
             continue
