@@ -14,6 +14,7 @@ cache never changes which cases a run sends, only how long drawing them takes.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import os
@@ -48,13 +49,22 @@ def draw_key(tool: str, mode: str, seed: int, examples: int, schema: Any) -> str
     digest = hashlib.sha256()
     versions = [sys.version, _version("hypothesis"), _version("schemathesis")]
     digest.update(json.dumps([tool, mode, seed, examples, versions, schema], sort_keys=True).encode())
-    for name, path in _local_sources():
+    digest.update(_sources_digest(tuple(_local_sources())))
+    return digest.hexdigest()
+
+
+@functools.lru_cache(maxsize=8)
+def _sources_digest(sources: tuple[tuple[str, Path, int, int], ...]) -> bytes:
+    """The local modules' sources, read and hashed once per set of files as they stand (name, path, mtime, size):
+    the twelve draws of a run share one."""
+    digest = hashlib.sha256()
+    for name, path, _, _ in sources:
         digest.update(f"\0{name}\0".encode())
         try:
             digest.update(hashlib.sha256(path.read_bytes()).digest())
         except OSError:  # gone or unreadable since it was imported: a key no run will meet again, so a miss
             digest.update(os.urandom(16))
-    return digest.hexdigest()
+    return digest.digest()
 
 
 def read(key: str) -> tuple[Any, ...] | None:
@@ -113,16 +123,30 @@ def _version(distribution: str) -> str:
         return "absent"
 
 
-def _local_sources() -> list[tuple[str, Path]]:
-    """Every imported module's source outside the standard library and site-packages, by module name."""
-    outside = tuple(str(Path(p).resolve()) for p in {sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"],
-                                                    sysconfig.get_paths()["platlib"]})
+@functools.cache
+def _outside() -> tuple[str, ...]:
+    """The standard library's and installed packages' folders, as written and resolved."""
+    paths = sysconfig.get_paths()
+    folders = {paths["stdlib"], paths["platstdlib"], paths["purelib"], paths["platlib"]}
+    return tuple(sorted(folders | {str(Path(folder).resolve()) for folder in folders}))
+
+
+def _local_sources() -> list[tuple[str, Path, int, int]]:
+    """Every imported module's source outside the standard library and site-packages, by module name, with its
+    modification time and size."""
+    outside = _outside()
     found = []
     for name, module in sorted(sys.modules.copy().items()):  # a copy: another thread may import meanwhile
         file = getattr(module, "__file__", None)
-        if not isinstance(file, str) or not file.endswith(".py") or "/site-packages/" in file:
+        if not isinstance(file, str) or not file.endswith(".py") or "/site-packages/" in file \
+                or file.startswith(outside):
             continue
         path = Path(file).resolve()
-        if not str(path).startswith(outside) and path.is_file():
-            found.append((name, path))
+        if str(path).startswith(outside):
+            continue
+        try:
+            stat = path.stat()
+        except OSError:
+            continue
+        found.append((name, path, stat.st_mtime_ns, stat.st_size))
     return found
