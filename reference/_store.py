@@ -3,7 +3,9 @@
 Every mutation touches only the rows it changes (no whole-table rewrites) and
 runs inside ``BEGIN IMMEDIATE``, so there is one writer at a time. A commit is
 durable once the call returns, through power loss too: ``synchronous = FULL``
-syncs the WAL at every commit (configurable; see the README).
+syncs the WAL at every commit (configurable; see the README). Units of work that
+wait while one commits are committed together, each in a savepoint, so writers
+at once share a sync rather than queue for one each.
 
 Pending candidates are stored sealed. An erasure (withdraw, forget) deletes the
 data with ``secure_delete`` on, so freed space is zeroed, and queues itself in
@@ -27,14 +29,15 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, Generic, TypeVar
 
 from engram_mcp.reference import _call_counts, _ledger_bytes
 from engram_mcp.reference import _search as search_index
 from engram_mcp.reference._erasure import ErasureLedger
+from engram_mcp.reference._group_commit import GroupCommit
 from engram_mcp.reference._ports import Scope, StoreReader, StoreTransaction
 from engram_mcp.reference._sqlite import sqlite3
 from engram_mcp.reference._sqlite_tx import SqliteTransaction
@@ -275,6 +278,9 @@ MIGRATIONS: tuple[str, ...] = (
 # try gives up at once if a reader is in the way, so other calls never wait behind a flush for long.
 FLUSH_RETRY_DELAYS = (0.0, 0.01, 0.03, 0.06, 0.1)
 ERASURE_RETRY_INTERVAL = 1.0  # seconds between background attempts to settle pending erasures
+# Units of work in one group commit: enough to share a disk sync widely, few enough that the batch holds the
+# writers' lock for milliseconds, not seconds.
+UNITS_AT_MOST = 64
 T = TypeVar("T")
 
 
@@ -301,6 +307,17 @@ def _opening_lock(path: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # closing the descriptor releases the lock; the file stays, harmlessly
+
+
+class _Unit(Generic[T]):
+    """One caller's unit of work in a group commit, and what it gave: a value or the exception it raised."""
+
+    __slots__ = ("error", "value", "work")
+
+    def __init__(self, work: Callable[[StoreTransaction], T]) -> None:
+        self.work = work
+        self.value: T | None = None
+        self.error: Exception | None = None
 
 
 class SqliteStore:
@@ -335,6 +352,7 @@ class SqliteStore:
         self._flusher: sqlite3.Connection | None = None
         self._flush_retry_delays = flush_retry_delays
         self.erasures = ErasureLedger(self, retry_interval=erasure_retry_interval)
+        self._units: GroupCommit[_Unit[Any]] = GroupCommit(self._run_units, batch_at_most=UNITS_AT_MOST)
         if read_only:
             uri = f"{self.path.resolve().as_uri()}?mode=ro"
             self._db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=30)
@@ -398,7 +416,8 @@ class SqliteStore:
             try:
                 yield self._db
             except BaseException:
-                self._db.execute("ROLLBACK")
+                if self._db.in_transaction:  # SQLite rolls some failures (a full disk, an I/O error) back itself
+                    self._db.execute("ROLLBACK")
                 raise
             self._db.execute("COMMIT")
 
@@ -413,9 +432,35 @@ class SqliteStore:
                 self._db.execute("COMMIT")
 
     def transaction(self, work: Callable[[StoreTransaction], T]) -> T:
-        """One unit of work; SQLite's single writer means it never has to be re-run."""
+        """One unit of work, committed before it returns; SQLite's single writer means it never has to be re-run.
+
+        Units handed in by other threads while one commits go together into the next transaction, each in a
+        savepoint of its own (reference/_group_commit.py): one sync of the disk for the batch, while a unit that
+        raises rolls back alone and its caller gets the exception.
+        """
+        unit: _Unit[T] = _Unit(work)
+        self._units.commit(unit)
+        if unit.error is not None:
+            raise unit.error
+        return unit.value  # type: ignore[return-value]  # set: the unit ran without error
+
+    def _run_units(self, units: Sequence[_Unit[Any]]) -> None:
+        """Run each unit in one transaction; any failure of the transaction itself fails the whole batch."""
         with self.write() as db:
-            return work(SqliteTransaction(db))
+            tx = SqliteTransaction(db)
+            if len(units) == 1:  # alone: its exception rolls the transaction back, as without batching
+                units[0].value = units[0].work(tx)
+                return
+            for unit in units:
+                db.execute("SAVEPOINT unit")
+                try:
+                    unit.value = unit.work(tx)
+                except Exception as problem:  # the unit's own failure: undo its writes only
+                    if not db.in_transaction:  # SQLite rolled everything back: no unit of the batch is written
+                        raise
+                    db.execute("ROLLBACK TO unit")
+                    unit.error = problem
+                db.execute("RELEASE unit")
 
     @contextmanager
     def snapshot(self) -> Iterator[StoreReader]:

@@ -72,6 +72,7 @@ __all__ = [
     "test_journal_appends_raced_from_two_handles_stay_one_gapless_chain",
     "test_keys_are_per_principal_and_per_scope",
     "test_purged_confirmation_ids_are_only_the_old_ones",
+    "test_raced_units_of_work_commit_or_fail_each_alone",
     "test_search_caps_and_breaks_ties_by_record_id",
     "test_search_sees_only_its_scope_and_no_other_scope_moves_its_order",
 ]
@@ -179,6 +180,45 @@ def test_a_failed_unit_of_work_leaves_nothing(site: StoreSite) -> None:
         assert reader.reservation(SCOPE, "agent-1", "key-1") is None
         assert reader.journal_head() == (0, ZERO_DIGEST)
         assert reader.outstanding_erasures() == []
+
+
+def test_raced_units_of_work_commit_or_fail_each_alone(site: StoreSite) -> None:
+    """Many writers at once, every other one failing after it wrote: a store may run them together (one commit
+    for several), but each failing unit leaves nothing and each other one is whole, under its own key."""
+    stores = [site.open(), site.open()]
+    writers = 12
+    barrier = threading.Barrier(writers)
+    cursors: dict[int, int] = {}
+    refusals: dict[int, str] = {}
+
+    def writer(n: int) -> None:
+        def unit(tx: StoreTransaction) -> int:
+            cursor, _ = append_event(tx, SCOPE, {"operation": "capture", "n": n})
+            tx.reserve(SCOPE, "agent-1", f"key-{n}", Reservation(f"intent-{n}", {"n": n}))
+            if n % 2:
+                raise RuntimeError(f"writer {n} refused after writing")
+            return cursor
+
+        barrier.wait()
+        try:
+            cursors[n] = stores[n % 2].transaction(unit)
+        except RuntimeError as problem:
+            refusals[n] = str(problem)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    failing = range(1, writers, 2)
+    assert refusals == {n: f"writer {n} refused after writing" for n in failing}
+    assert sorted(cursors.values()) == list(range(1, writers // 2 + 1)) and len(cursors) == writers // 2
+    with stores[1].snapshot() as reader:
+        assert [entry.event["n"] for entry in reader.journal()] == sorted(cursors, key=cursors.__getitem__)
+        assert journal_problems(reader) == []
+        for n in range(writers):
+            expected = Reservation(f"intent-{n}", {"n": n}) if n in cursors else None
+            assert reader.reservation(SCOPE, "agent-1", f"key-{n}") == expected
 
 
 # -- confirmation ids ---------------------------------------------------------------------------------------------
