@@ -151,19 +151,40 @@ def candidate_id(source_ref: str, sequence: str, idempotency_key: str) -> str:
     return "candidate_" + receipt_digest("capture-identity", value).removeprefix("sha256:")
 
 
+def canonical_object(members: dict[str, bytes]) -> bytes:
+    """The RFC 8785 bytes of an object whose members' values are given as their own RFC 8785 bytes.
+
+    RFC 8785 serialises every value alone and orders an object's members by key, so the whole is its
+    members' bytes in key order. Keys must be ASCII, where that order (UTF-16 code units) is string order.
+    """
+    if not all(key.isascii() for key in members):
+        raise ValueError("canonical_object takes ASCII keys only")
+    joined = b",".join(json.dumps(key, ensure_ascii=False).encode() + b":" + members[key] for key in sorted(members))
+    return b"{" + joined + b"}"
+
+
+def canonical_array(items: list[bytes]) -> bytes:
+    """The RFC 8785 bytes of an array whose items are given as their own RFC 8785 bytes."""
+    return b"[" + b",".join(items) + b"]"
+
+
 def profile_digest(kind: str, value: Any) -> str:
     """A digest in one of this project's MCP-layer domains (spec/host-profile.md)."""
     return digest(f"{PROFILE}/{kind}/v1", value)
 
 
-def profile_digest_and_size(kind: str, body: dict[str, Any], field: str) -> tuple[str, int]:
+def profile_digest_and_size(kind: str, body: dict[str, Any], field: str, *, raw: bytes | None = None
+                            ) -> tuple[str, int]:
     """``profile_digest(kind, body)``, and the size of ``{**body, field: that digest}`` in canonical bytes as sent
     (without NFC normalisation): one serialisation serves both when the body is ASCII, as a response body
-    usually is. The member adds its own text and one comma to the body's bytes, wherever its key sorts."""
+    usually is. The member adds its own text and one comma to the body's bytes, wherever its key sorts.
+
+    ``raw``, when given, is ``canonical_bytes(body, normalize=False)`` already made, from its parts
+    (``canonical_object``), so the body is not serialised again."""
     if field in body:  # the member would replace one, not add one: measured whole
         found = profile_digest(kind, body)
         return found, len(canonical_bytes({**body, field: found}, normalize=False))
-    raw = canonical_bytes(body, normalize=False)
+    raw = canonical_bytes(body, normalize=False) if raw is None else raw
     found = _digest_of(f"{PROFILE}/{kind}/v1", raw if raw.isascii() else canonical_bytes(body))
     member = len(json.dumps(field, ensure_ascii=False).encode("utf-8")) + 1 + len(found) + 2  # "field":"sha256:…"
     return found, len(raw) + member + (1 if body else 0)

@@ -6,14 +6,16 @@ Reads only, each in one consistent snapshot of the store; the store ranks
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any
 
 from engram_mcp.contract import (
     ZERO_DIGEST,
+    canonical_array,
     canonical_bytes,
+    canonical_object,
     load,
     profile_digest,
     profile_digest_and_size,
@@ -59,19 +61,10 @@ class Recall:
     @staticmethod
     def packet_of(record: dict[str, Any]) -> dict[str, Any]:
         record = dict(record)
-        redacted = ["/scope_ref"]  # the bound scope is the host's, never the agent's
+        redacted = list(_REDACTED)
         for pointer in redacted:
             record.pop(pointer[1:], None)
-        redaction = receipt_digest(
-            "recall-redaction",
-            {
-                "record_id": record["record_id"],
-                "source_record_digest": record["record_digest"],
-                "policy_version": "1",
-                "redacted_fields": redacted,
-            },
-            "redaction_receipt_digest",
-        )
+        redaction = _redaction_digest(record["record_id"], record["record_digest"])
         return {"record": record, "redacted_fields": redacted, "redaction_receipt_digest": redaction}
 
     def readable_at_largest_budget(self, caller: Binding, record: dict[str, Any], now: datetime) -> bool:
@@ -215,6 +208,7 @@ class Recall:
         bare = self._sized_page_value(caller, context, [], None)[1]
         cursor_cost = self._sized_page_value(caller, context, [], len(rowids))[1] - bare
         packets: list[dict[str, Any]] = []
+        packed: list[bytes] = []  # each packet's canonical bytes, measured once and joined into the page's
         used, position = bare, offset
 
         def fits_alone(packet: dict[str, Any], at: int) -> bool:
@@ -229,9 +223,11 @@ class Recall:
 
         while position < len(rowids) and len(packets) < context.limit:
             packet = entry(position)
-            size = _size(packet) + (1 if packets else 0)
+            raw = canonical_bytes(packet, normalize=False)
+            size = len(raw) + (1 if packets else 0)
             if used + size + (cursor_cost if position + 1 < len(rowids) else 0) <= budget:
                 packets.append(packet)
+                packed.append(raw)
                 used += size
             elif fits_alone(packet, position):
                 break  # the next page starts with it
@@ -242,10 +238,11 @@ class Recall:
         if not packets:
             raise Refusal("PROJECTION_OVERSIZED")  # never an empty page, with or without a cursor
         next_offset = position if position < len(rowids) else None
-        value, size = self._sized_page_value(caller, context, packets, next_offset)
+        value, size = self._sized_page_value(caller, context, packets, next_offset, packed)
         while size > budget and len(packets) > 1:  # a longer cursor offset can cost a digit
             next_offset = packets.pop()["rank"] - 1
-            value, size = self._sized_page_value(caller, context, packets, next_offset)
+            packed.pop()
+            value, size = self._sized_page_value(caller, context, packets, next_offset, packed)
         return value
 
     def _page_value(
@@ -254,9 +251,18 @@ class Recall:
         return self._sized_page_value(caller, context, packets, next_offset)[0]
 
     def _sized_page_value(
-        self, caller: Binding, context: _PageContext, packets: list[dict[str, Any]], next_offset: int | None
+        self,
+        caller: Binding,
+        context: _PageContext,
+        packets: list[dict[str, Any]],
+        next_offset: int | None,
+        packed: list[bytes] | None = None,
     ) -> tuple[dict[str, Any], int]:
-        """A page's value, and its size as sent (``_size``), from one serialisation."""
+        """A page's value, and its size as sent (``_size``), from one serialisation.
+
+        ``packed``, when given, holds each packet's canonical bytes (as ``_fill_page`` measured them): the
+        page's bytes are joined from them and its other members' rather than serialised whole again.
+        """
         value: dict[str, Any] = {
             "records": packets,
             "rank_receipt": self._rank_receipt(caller, context, [p["record"]["record_id"] for p in packets]),
@@ -272,7 +278,11 @@ class Recall:
                     context.ordered_digest,
                 )
             )
-        value["response_digest"], size = profile_digest_and_size("search-response", value, "response_digest")
+        if packed is None:
+            packed = [canonical_bytes(packet, normalize=False) for packet in packets]
+        members = {key: canonical_bytes(member, normalize=False) for key, member in value.items() if key != "records"}
+        raw = canonical_object({**members, "records": canonical_array(packed)})
+        value["response_digest"], size = profile_digest_and_size("search-response", value, "response_digest", raw=raw)
         return value, size
 
     def ranked_record(self, reader: StoreReader, caller: Binding, rid: str) -> StoredRecord:
@@ -288,31 +298,36 @@ class Recall:
         return reader.search(scope, tokens, valid_as_of, search_index.MAX_CANDIDATES) if tokens else []
 
     def _rank_receipt(self, caller: Binding, context: _PageContext, page_ids: list[str]) -> dict[str, Any]:
-        request = {
-            "query": context.query,
-            "purpose_ref": context.purpose_ref,
-            "profile": self.store.ranking.name,
-            "valid_as_of": context.valid_as_of,
-            "system_as_of": str(context.snapshot),
-            "capability_policy": context.capability,
-            "budgets": {
-                "max_candidates": search_index.MAX_CANDIDATES,
-                "max_results": context.limit,
-                "max_packet_bytes": context.budget,
-            },
-        }
+        fixed = context.fixed_digests  # the request's digests, the same on every page value built for it
+        if not fixed:
+            request = {
+                "query": context.query,
+                "purpose_ref": context.purpose_ref,
+                "profile": self.store.ranking.name,
+                "valid_as_of": context.valid_as_of,
+                "system_as_of": str(context.snapshot),
+                "capability_policy": context.capability,
+                "budgets": {
+                    "max_candidates": search_index.MAX_CANDIDATES,
+                    "max_results": context.limit,
+                    "max_packet_bytes": context.budget,
+                },
+            }
+            fixed["request"] = receipt_digest("recall-request", request, "request_digest")
+            fixed["authorization"] = authorization(caller, "engram_memory_search")
+            fixed["snapshot"] = profile_digest(
+                "snapshot", {"scope": scope_ref(caller), "system_as_of": str(context.snapshot)}
+            )
         receipt = {
-            "request_digest": receipt_digest("recall-request", request, "request_digest"),
-            "authorization_receipt_digest": authorization(caller, "engram_memory_search"),
+            "request_digest": fixed["request"],
+            "authorization_receipt_digest": fixed["authorization"],
             "profile": self.store.ranking.name,
             "profile_version": self.store.ranking.version,
             "profile_config_digest": self.store.ranking.config_digest,
             "valid_as_of": context.valid_as_of,
             "system_as_of": str(context.snapshot),
             "snapshot_id": f"scope-snapshot-{context.snapshot}",
-            "snapshot_digest": profile_digest(
-                "snapshot", {"scope": scope_ref(caller), "system_as_of": str(context.snapshot)}
-            ),
+            "snapshot_digest": fixed["snapshot"],
             "candidate_count": len(context.ranked_ids),
             "candidate_ids_digest": context.candidate_ids_digest,
             "scoring_formula_ref": self.store.ranking.scoring_formula,
@@ -349,12 +364,30 @@ class _PageContext:
     page_request: str
     now: datetime
     candidates_digest: str | None = None  # given when known; else computed from ranked_ids on first use
+    fixed_digests: dict[str, str] = field(default_factory=dict, compare=False)  # filled by the first page value
 
     @cached_property
     def candidate_ids_digest(self) -> str:
         if self.candidates_digest is not None:
             return self.candidates_digest
         return receipt_digest("recall-candidates", {"candidate_ids": sorted(self.ranked_ids)}, "candidate_ids_digest")
+
+
+_REDACTED = ("/scope_ref",)  # the bound scope is the host's, never the agent's
+
+
+@lru_cache(maxsize=4096)  # a record's is the same on every read: searches pack the same records again and again
+def _redaction_digest(record_id: str, record_digest: str) -> str:
+    return receipt_digest(
+        "recall-redaction",
+        {
+            "record_id": record_id,
+            "source_record_digest": record_digest,
+            "policy_version": "1",
+            "redacted_fields": list(_REDACTED),
+        },
+        "redaction_receipt_digest",
+    )
 
 
 def _size(value: Any) -> int:

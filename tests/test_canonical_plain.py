@@ -9,7 +9,15 @@ import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engram_mcp.contract._canonical import _plain, _plain_json, canonical_bytes, profile_digest, profile_digest_and_size
+from engram_mcp.contract._canonical import (
+    _plain,
+    _plain_json,
+    canonical_array,
+    canonical_bytes,
+    canonical_object,
+    profile_digest,
+    profile_digest_and_size,
+)
 
 _SAFE = 2**53 - 1
 texts = st.text(st.characters(codec=None), max_size=12)  # lone surrogates and non-BMP characters included
@@ -116,3 +124,30 @@ def test_a_digest_and_its_size_come_from_one_serialisation_exactly(body: dict[st
     found, size = profile_digest_and_size("search-response", body, field)
     assert found == expected_digest
     assert size == len(canonical_bytes({**body, field: found}, normalize=False))
+
+
+ascii_keys = st.text(st.characters(min_codepoint=0, max_codepoint=127), max_size=8)
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.dictionaries(ascii_keys, values, max_size=5), st.lists(values, max_size=4))
+def test_an_object_joined_from_its_members_bytes_is_its_canonical_form(body: dict[str, Any], items: list[Any]) -> None:
+    """What a search page does: its members and its packets serialised apart, then joined."""
+    whole = {**body, "records": items}
+    try:
+        expected = canonical_bytes(whole, normalize=False)
+    except Exception as error:  # a member the serialiser refuses is refused when joined too
+        with pytest.raises(type(error)):
+            canonical_object({key: canonical_bytes(value, normalize=False) for key, value in whole.items()})
+        return
+    members = {key: canonical_bytes(value, normalize=False) for key, value in body.items()}
+    joined = canonical_object({**members, "records": canonical_array([canonical_bytes(v, normalize=False)
+                                                                       for v in items])})
+    assert joined == expected
+    found, size = profile_digest_and_size("search-response", whole, "response_digest", raw=joined)
+    assert (found, size) == profile_digest_and_size("search-response", whole, "response_digest")
+
+
+def test_joining_refuses_a_key_outside_ascii() -> None:
+    with pytest.raises(ValueError, match="ASCII"):
+        canonical_object({"\u00e9": b"1"})
