@@ -353,6 +353,7 @@ class SqliteStore:
         self._flush_retry_delays = flush_retry_delays
         self.erasures = ErasureLedger(self, retry_interval=erasure_retry_interval)
         self._units: GroupCommit[_Unit[Any]] = GroupCommit(self._run_units, batch_at_most=UNITS_AT_MOST)
+        self._committing: int | None = None  # the thread running a batch of units, while it runs
         if read_only:
             uri = f"{self.path.resolve().as_uri()}?mode=ro"
             self._db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=30)
@@ -438,6 +439,8 @@ class SqliteStore:
         savepoint of its own (reference/_group_commit.py): one sync of the disk for the batch, while a unit that
         raises rolls back alone and its caller gets the exception.
         """
+        if self._committing == threading.get_ident():  # it would wait for the batch that is running it
+            raise RuntimeError("a unit of work cannot start another")
         unit: _Unit[T] = _Unit(work)
         self._units.commit(unit)
         if unit.error is not None:
@@ -448,19 +451,23 @@ class SqliteStore:
         """Run each unit in one transaction; any failure of the transaction itself fails the whole batch."""
         with self.write() as db:
             tx = SqliteTransaction(db)
-            if len(units) == 1:  # alone: its exception rolls the transaction back, as without batching
-                units[0].value = units[0].work(tx)
-                return
-            for unit in units:
-                db.execute("SAVEPOINT unit")
-                try:
-                    unit.value = unit.work(tx)
-                except Exception as problem:  # the unit's own failure: undo its writes only
-                    if not db.in_transaction:  # SQLite rolled everything back: no unit of the batch is written
-                        raise
-                    db.execute("ROLLBACK TO unit")
-                    unit.error = problem
-                db.execute("RELEASE unit")
+            self._committing = threading.get_ident()
+            try:
+                if len(units) == 1:  # alone: its exception rolls the transaction back, as without batching
+                    units[0].value = units[0].work(tx)
+                    return
+                for unit in units:
+                    db.execute("SAVEPOINT unit")
+                    try:
+                        unit.value = unit.work(tx)
+                    except Exception as problem:  # the unit's own failure: undo its writes only
+                        if not db.in_transaction:  # SQLite rolled everything back: no unit of the batch is written
+                            raise
+                        db.execute("ROLLBACK TO unit")
+                        unit.error = problem
+                    db.execute("RELEASE unit")
+            finally:
+                self._committing = None
 
     @contextmanager
     def snapshot(self) -> Iterator[StoreReader]:

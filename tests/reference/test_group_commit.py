@@ -108,3 +108,19 @@ def test_a_lone_failing_unit_rolls_back_and_raises_its_own_exception(tmp_path: P
         assert store.transaction(lambda tx: append_event(tx, SCOPE, {"operation": "capture"})[0]) == 1
     finally:
         store.close()
+
+
+def test_a_unit_that_starts_another_is_refused_rather_than_left_waiting(tmp_path: Path) -> None:
+    store = Store(tmp_path / "store.db")
+
+    def nested(tx: StoreTransaction) -> None:
+        append_event(tx, SCOPE, {"operation": "capture"})
+        store.transaction(lambda inner: None)
+
+    try:
+        with pytest.raises(RuntimeError, match="cannot start another"):
+            store.transaction(nested)
+        with store.snapshot() as reader:
+            assert list(reader.journal()) == []  # the outer unit rolled back with it
+    finally:
+        store.close()
