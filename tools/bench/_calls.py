@@ -17,6 +17,7 @@ from pathlib import Path
 from engram_mcp.conformance._connect import Connection
 from engram_mcp.conformance._world import capture_arguments
 from tools.bench._context import Context
+from tools.bench._queries import queries as bench_queries
 from tools.bench._servers import Host, call_value, floor_connection, noop_connection, reference_stdio
 from tools.bench._stats import ratio, round_robin
 from tools.bench._text import TextSource
@@ -37,7 +38,7 @@ def reference_cases(conn: Connection, host: Host, label: str) -> dict[str, Calla
                               {"candidate_id": captured["candidate_id"], "idempotency_key": f"calls-admit-{i:06d}"},
                               host.meta())
         record_ids.append(admitted["outcome"]["record_id"])
-    queries = itertools.cycle([TextSource(seed=2).query() for _ in range(50)])
+    queries = itertools.cycle(bench_queries(2, 50))
     records = itertools.cycle(record_ids)
     keys = itertools.count()
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from engram_mcp.conformance._connect import Connection
 from tools.bench._context import Context
 from tools.bench._inprocess import size_label
+from tools.bench._queries import queries as bench_queries
 from tools.bench._servers import Host, children_rss_kb, noop_connection, opened, reference_stdio
 from tools.bench._stats import round_robin
 from tools.bench._stores import StoreSpec, ensure_store
@@ -61,7 +62,7 @@ def run_memory_server(ctx: Context) -> None:
     if node is None or not script.exists():
         ctx.report.skip("memory-server", "node or tests/thirdparty is missing (npm ci --prefix tests/thirdparty)")
         return
-    queries = [TextSource(seed=6).query() for _ in range(200)]
+    queries = bench_queries(6, 200)
     for size in MEMORY_SMOKE_SIZES if ctx.smoke else MEMORY_SIZES:
         built = ensure_store(StoreSpec("sqlite", size), ctx.cache, ctx.postgres)
         graph = ctx.scratch / f"memory-{size}.jsonl"

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from engram_mcp.reference._core import Engine
 from tools.bench._context import Context
 from tools.bench._engine import PURPOSE, caller, capture_and_admit, open_engine
+from tools.bench._queries import queries as bench_queries
 from tools.bench._stats import round_robin, timed
 from tools.bench._stores import Backend, BuiltStore, Layout, StoreSpec, ensure_store
 from tools.bench._text import MARKER, TextSource
@@ -50,7 +51,7 @@ def searcher(engine: Engine, built: BuiltStore, queries: list[str]) -> Callable[
 
 
 def run_search(ctx: Context) -> None:
-    queries = [TextSource(seed=3).query() for _ in range(500)]
+    queries = bench_queries(3, 500)
     spread = max([size for size in ctx.sizes if size <= TENANTS_AT_MOST] or [min(ctx.sizes)])
     layouts: list[tuple[int, Layout]] = [(size, "scope") for size in ctx.sizes] + [(spread, "tenants")]
     cap = ctx.postgres_max_size
