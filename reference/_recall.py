@@ -374,9 +374,10 @@ class _PageContext:
 
 
 _REDACTED = ("/scope_ref",)  # the bound scope is the host's, never the agent's
+_REDACTIONS_KEPT = 1024  # records whose redaction digest is remembered
 
 
-@lru_cache(maxsize=4096)  # a record's is the same on every read: searches pack the same records again and again
+@lru_cache(maxsize=_REDACTIONS_KEPT)  # a record's is the same on every read, and searches pack the same records
 def _redaction_digest(record_id: str, record_digest: str) -> str:
     return receipt_digest(
         "recall-redaction",
