@@ -23,7 +23,14 @@ import pytest
 
 from engram_mcp.contract import load
 from engram_mcp.reference._config import ConfigError, TransportConfig, load_config
-from engram_mcp.reference._stdio import OverlongLine, read_lines
+from engram_mcp.reference._stdio import (
+    CHUNK_BYTES,
+    WRITE_AT_ONCE,
+    OverlongLine,
+    bytes_writer,
+    chunk_reader,
+    read_lines,
+)
 from tests.reference.conftest import (
     CALL_TIMEOUT,
     ENGRAM,
@@ -432,3 +439,75 @@ def test_the_refusal_of_an_overlong_line_comes_before_its_end() -> None:
         return None
 
     assert isinstance(anyio.run(first), OverlongLine)
+
+
+# -- the descriptors: a pipe is waited on by the event loop, a file is read and written on a thread ------------
+
+
+@pytest.mark.parametrize("size", [1, WRITE_AT_ONCE - 1, WRITE_AT_ONCE, 5 * WRITE_AT_ONCE + 7, 3 * CHUNK_BYTES + 1])
+@pytest.mark.parametrize("kind", ["pipe", "file"])
+def test_the_bytes_written_are_the_bytes_read_on_a_pipe_or_a_file(tmp_path: Path, kind: str, size: int) -> None:
+    data = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
+
+    async def through_a_pipe() -> bytes:
+        read_fd, write_fd = os.pipe()
+        with os.fdopen(read_fd, "rb", buffering=0) as out, os.fdopen(write_fd, "wb") as into:
+            read_chunk, write_bytes = chunk_reader(out), bytes_writer(into)  # type: ignore[arg-type]
+            got = bytearray()
+
+            async def drain() -> None:
+                while len(got) < len(data):
+                    chunk = await read_chunk()
+                    assert chunk, "the pipe ended early"
+                    got.extend(chunk)
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(drain)  # a reader on the other end: a write longer than the pipe waits for it
+                await write_bytes(data)
+            return bytes(got)
+
+    async def through_a_file() -> bytes:
+        path = tmp_path / "stream"
+        with path.open("wb") as into:
+            await bytes_writer(into)(data)
+        got = bytearray()
+        with path.open("rb") as out:
+            read_chunk = chunk_reader(out)
+            while chunk := await read_chunk():
+                got.extend(chunk)
+        return bytes(got)
+
+    assert anyio.run(through_a_pipe if kind == "pipe" else through_a_file) == data
+
+
+def test_a_server_whose_output_is_a_file_answers_in_it(edge_dir: ReferenceDir, tmp_path: Path) -> None:
+    """Output redirected to a file, which no event loop can wait on: every answer is still written, in order."""
+    out = tmp_path / "answers.jsonl"
+    with out.open("wb") as into, open(edge_dir.path / "server-stderr.log", "ab") as errlog:
+        process = subprocess.Popen([*ENGRAM, "serve", "--config", str(edge_dir.config)], stdin=subprocess.PIPE,
+                                   stdout=into, stderr=errlog)
+    try:
+        assert process.stdin is not None
+        lines = [
+            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "file", "version": "1"}}},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+                "name": "engram_memory_search", "arguments": {"query": "anything", "purpose_ref": PURPOSE},
+                "_meta": edge_dir.host.meta()}},
+        ]
+        asked = 0
+        for message in lines:  # one at a time: a request is sent once the one before it is answered
+            process.stdin.write(json.dumps(message).encode() + b"\n")
+            process.stdin.flush()
+            asked += "id" in message
+            deadline = time.monotonic() + CALL_TIMEOUT
+            while out.read_bytes().count(b"\n") < asked:
+                assert time.monotonic() < deadline, "no answer in the file in time"
+                assert process.poll() is None, f"the server exited with {process.returncode}"
+                time.sleep(0.05)
+    finally:
+        stop(process)
+    answers = [json.loads(line) for line in out.read_bytes().splitlines()]
+    assert [answer["id"] for answer in answers] == [1, 2]
+    assert answers[1]["result"]["structuredContent"]["ok"] is True, answers[1]
