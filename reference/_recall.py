@@ -210,6 +210,7 @@ class Recall:
         packets: list[dict[str, Any]] = []
         packed: list[bytes] = []  # each packet's canonical bytes, measured once and joined into the page's
         used, position = bare, offset
+        next_fits = False  # the record at ``position`` is known to fit a page alone: the look-ahead is answered
 
         def fits_alone(packet: dict[str, Any], at: int) -> bool:
             return bare + _size(packet) + (cursor_cost if at + 1 < len(rowids) else 0) <= budget
@@ -230,10 +231,11 @@ class Recall:
                 packed.append(raw)
                 used += size
             elif fits_alone(packet, position):
+                next_fits = True
                 break  # the next page starts with it
             position += 1
         # A cursor is given only if a record that can be served remains: skip the oversized ones now.
-        while position < len(rowids) and not fits_alone(entry(position), position):
+        while not next_fits and position < len(rowids) and not fits_alone(entry(position), position):
             position += 1
         if not packets:
             raise Refusal("PROJECTION_OVERSIZED")  # never an empty page, with or without a cursor

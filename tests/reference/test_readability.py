@@ -24,6 +24,7 @@ from engram_mcp.reference._core import Engine
 from engram_mcp.reference._crypto import AesGcmCipher
 from engram_mcp.reference._envelope import Outcome
 from engram_mcp.reference._policy import AcceptAll, ScopePolicy
+from engram_mcp.reference._recall import Recall
 from engram_mcp.reference._ports import Scope
 from engram_mcp.reference._store import Store
 from tests.reference.conftest import CONTRACT, PURPOSE, admission_args, capture_args, get_args, marker, search_args
@@ -221,3 +222,24 @@ def test_the_measured_overhead_judges_every_size_as_building_both_answers_would(
                 record_at = padded(judged, extra)
                 assert engines.engine.recall.readable_at_largest_budget(who, record_at, NOW) is built_verdict(
                     engines.engine, who, record_at), f"the verdicts differ at {extra} bytes of padding ({id_suffix!r})"
+
+
+def test_a_page_filled_by_the_budget_reads_each_ranked_record_once(engines: Engines,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The record that ends a page by size is read once: the look-ahead for the cursor does not read it again."""
+    word = marker()
+    for i in range(6):
+        engines.admission(sized_capture(BUDGET_DEFAULT // 3, f"{word} {i}"))
+    reads: list[str] = []
+    ranked_record = Recall.ranked_record
+
+    def counted(self: Recall, reader: Any, who: Binding, rid: str) -> Any:
+        reads.append(rid)
+        return ranked_record(self, reader, who, rid)
+
+    monkeypatch.setattr(Recall, "ranked_record", counted)
+    outcome = engines.call("engram_memory_search", search_args(word, limit=10, max_packet_bytes=BUDGET_DEFAULT))
+    assert outcome.ok, outcome.code
+    served = len(outcome.value["records"])
+    assert 1 <= served < 6 and outcome.value.get("next_page_cursor"), "the page is filled by the budget, not the limit"
+    assert len(reads) == len(set(reads)) == served + 1, "each record ranked up to the page's end is read once"
