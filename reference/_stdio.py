@@ -36,7 +36,7 @@ log = logging.getLogger("engram_mcp.reference")
 
 CHUNK_BYTES = 64 * 1024
 # A write this large to a pipe that polls writable never blocks (POSIX makes it atomic; Linux then has a free
-# page), nor to a socket, which polls writable only with far more room than this.
+# page). A socket polls writable with room to spare in practice; at worst such a write waits for the reader.
 WRITE_AT_ONCE = select.PIPE_BUF if hasattr(select, "PIPE_BUF") else 512
 
 
