@@ -452,7 +452,7 @@ def test_the_bytes_written_are_the_bytes_read_on_a_pipe_or_a_file(tmp_path: Path
     async def through_a_pipe() -> bytes:
         read_fd, write_fd = os.pipe()
         with os.fdopen(read_fd, "rb", buffering=0) as out, os.fdopen(write_fd, "wb") as into:
-            read_chunk, write_bytes = chunk_reader(out), bytes_writer(into)  # type: ignore[arg-type]
+            read_chunk, write_bytes = chunk_reader(out), bytes_writer(into)
             got = bytearray()
 
             async def drain() -> None:
@@ -488,7 +488,7 @@ def test_a_server_whose_output_is_a_file_answers_in_it(edge_dir: ReferenceDir, t
                                    stdout=into, stderr=errlog)
     try:
         assert process.stdin is not None
-        lines = [
+        lines: list[dict[str, Any]] = [
             {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
                 "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "file", "version": "1"}}},
             {"jsonrpc": "2.0", "method": "notifications/initialized"},

@@ -24,8 +24,8 @@ from engram_mcp.reference._core import Engine
 from engram_mcp.reference._crypto import AesGcmCipher
 from engram_mcp.reference._envelope import Outcome
 from engram_mcp.reference._policy import AcceptAll, ScopePolicy
-from engram_mcp.reference._recall import Recall
 from engram_mcp.reference._ports import Scope
+from engram_mcp.reference._recall import Recall
 from engram_mcp.reference._store import Store
 from tests.reference.conftest import CONTRACT, PURPOSE, admission_args, capture_args, get_args, marker, search_args
 
