@@ -84,6 +84,8 @@ class Background:
     _jobs: dict[tuple[str, str, Params], _Job] = field(default_factory=dict)
     _begun_eras: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # The tools a check's case calls (its declaration), for the world its body runs in; set by the plugin.
+    tools_of: Callable[[str, dict[str, Any]], frozenset[str] | None] = lambda check_id, params: None
 
     def begin(self, era: str, cases: Iterable[tuple[str, dict[str, Any]]],
               open_world: Callable[[], Callable[[Evidence], World]], profile: Profile | None = None) -> int:
@@ -122,7 +124,9 @@ class Background:
             return
         evidence = Evidence()
         try:
-            job.value = _BODIES[job.check_id](make_world(evidence), **dict(job.params))
+            world = make_world(evidence)
+            world.tools = self.tools_of(job.check_id, dict(job.params))
+            job.value = _BODIES[job.check_id](world, **dict(job.params))
         except BaseException as problem:  # pytest's skip too: judged in the check, not here
             job.error = problem
         job.evidence = {SESSION_NOTE: "a session of its own, beside the other checks on a clock", **evidence.items}

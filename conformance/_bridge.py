@@ -1,6 +1,6 @@
 """The bearer bridge: an HTTP reverse proxy that adds the host's bearer token, for clients that cannot send headers.
 
-A server that follows spec/host-profile.md refuses HTTP requests without the
+A server that follows spec/host-wiring.md refuses HTTP requests without the
 host bearer token (a transport guard in front of MCP), and serves its tools
 only to calls that carry a host binding in ``_meta``. Generic MCP clients, the
 official MCP conformance suite among them, can send neither. The bridge sits

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from engram_mcp.conformance._checks import Status
+from engram_mcp.conformance._defaults import ATTESTATION_FILE, REPORT_FILE
 from engram_mcp.conformance._dsse import (
     Ed25519Signer,
     Ed25519Verifier,
@@ -40,10 +41,9 @@ from engram_mcp.conformance._verdicts import (
     tally,
     verdict_line,
 )
+from engram_mcp.conformance._words import os_reason
 from engram_mcp.contract import load
 
-REPORT_FILE = "report.jsonl"
-ATTESTATION_FILE = REPORT_FILE + ".intoto.jsonl"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 PREDICATE_TYPE = "https://engram-mcp.invalid/attestation/conformance-run/v1"
@@ -110,7 +110,7 @@ def _pem(path: Path, what: str) -> bytes:
     try:
         return path.read_bytes()
     except OSError as problem:
-        raise CertificateError(f"cannot read the {what} {path}: {problem.strerror}") from None
+        raise CertificateError(f"cannot read the {what} {path}: {os_reason(problem)}") from None
 
 
 def signer_from_file(path: Path) -> Signer:

@@ -25,7 +25,7 @@ from engram_mcp.conformance._certificate import (
     statement_of,
 )
 from engram_mcp.conformance._checks import Status
-from engram_mcp.conformance._run import EXIT_USAGE
+from engram_mcp.conformance._defaults import EXIT_USAGE
 
 
 def predicate_from_report(report: bytes) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from engram_mcp.conformance._certificate import (
     digest_set,
 )
 from engram_mcp.conformance._dsse import EnvelopeError, Verifier, open_envelope
+from engram_mcp.conformance._words import os_reason, spoken
 from engram_mcp.contract import load
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -98,7 +99,7 @@ def _statement(body: bytes) -> dict[str, Any]:
     if not isinstance(statement, dict) or statement.get("_type") != STATEMENT_TYPE:
         raise CertificateError(f"the signed payload is not an in-toto Statement ({STATEMENT_TYPE})")
     if statement.get("predicateType") != PREDICATE_TYPE:
-        raise CertificateError(f"the statement's predicate type is {statement.get('predicateType')!r}, "
+        raise CertificateError(f"the statement's predicate type is {spoken(statement.get('predicateType'))}, "
                                f"not a conformance run ({PREDICATE_TYPE})")
     predicate = statement.get("predicate")
     if not isinstance(predicate, dict):
@@ -144,7 +145,7 @@ def _read_report(report: Path) -> bytes:
     try:
         return report.read_bytes()
     except OSError as problem:
-        raise UnreadableInput(f"cannot read the report {report}: {problem.strerror}") from None
+        raise UnreadableInput(f"cannot read the report {report}: {os_reason(problem)}") from None
 
 
 def _report_digest(report: Path) -> str:

@@ -3,28 +3,31 @@
 A check is a test function of the suite marked with ``@check(id, *requirements)``.
 It ends PASS, FAIL (an assertion about the target failed), WARN (the same, when
 every requirement it covers is a SHOULD), PIN (only requirements the run's level
-does not score failed: this project's profile pins, at the contract level),
-SKIP (not applicable per the profile), BLOCKED (a prerequisite failed, so the
-check could not be judged), ERROR (the harness or the environment failed — never
+does not score failed: this project's pins, at the contract level),
+SKIP (not exercised: the target or the profile lacks what the check needs),
+N/A (not applicable: a tool without such an argument, an era or transport
+without the feature), BLOCKED (a prerequisite failed, so the check could not
+be judged), ERROR (the harness or the environment failed — never
 blamed on the target) or XFAIL (a failure the baseline expects).
 
 A SKIP counts as *not exercised*: a scored MUST it leaves unjudged makes the run
 incomplete, with the SKIP message as the reason, so that message says what would
-unlock the check. Only ``not_applicable`` (the requirement cannot apply to this
-run: a tool without such an argument, an era or transport without the feature)
-and ``needs_deep`` (the check waits too long for a default run) say more.
+unlock the check. ``not_applicable`` ends a check N/A instead: the requirement
+cannot apply to this run, so nothing is missing.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from enum import Enum
 from typing import Any, NoReturn, TypeVar
 
 import pytest
 
 from engram_mcp.conformance._errors import ConformanceError
+from engram_mcp.conformance._needs import ERAS, Needs
+from engram_mcp.conformance._words import spoken
 from engram_mcp.contract import load
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -40,7 +43,8 @@ class Status(str, Enum):  # noqa: UP042 - StrEnum would change how statuses form
     ERROR = "ERROR"
     XFAIL = "XFAIL"
     XPASS = "XPASS"  # a baseline entry that now passes: the baseline is stale
-    PIN = "PIN"  # what the check judged held at the run's level; only this project's profile pins did not
+    PIN = "PIN"  # what the check judged held at the run's level; only this project's pins did not
+    NA = "N/A"  # not applicable: the requirement has nothing to exercise in this run (never counted as a gap)
 
 
 # Worst first: a requirement's verdict is the worst status among its checks.
@@ -54,6 +58,7 @@ SEVERITY = [
     Status.XFAIL,
     Status.PASS,
     Status.SKIP,
+    Status.NA,
 ]
 
 
@@ -100,7 +105,7 @@ def needs_deep(seconds: float, what: str) -> None:
                     f"{SHORT_WAIT_SECONDS:g} s in the profile")
 
 
-# Profile pins judged inside a check, apart from the check's own verdict (see ``pin``).
+# Pins judged inside a check, apart from the check's own verdict (see ``pin``).
 _pins: dict[str, list[str]] = {}
 
 
@@ -129,28 +134,31 @@ def require(condition: Any, reason: str) -> None:
         raise Blocked(reason)
 
 
-def check(check_id: str, *requirements: str) -> Callable[[F], F]:
-    """Mark a suite function as the check ``check_id`` covering these requirement ids."""
+def check(check_id: str, *requirements: str, uses: Any = (), cases: Mapping[str, Any] | None = None,
+          roles: Any = (), eras: Any = ERAS, unbound: bool = False) -> Callable[[F], F]:
+    """Mark a suite function as the check ``check_id`` covering these requirement ids, with what it needs to run
+    (``_needs``: the tools it calls, those some cases add, the scope roles it uses, the eras it applies to)."""
     if not CHECK_ID.match(check_id):
-        raise ValueError(f"malformed check id {check_id!r}")
+        raise ValueError(f"malformed check id {spoken(check_id)}")
     catalog = load().requirements["requirements"]
     known = {r["id"] for r in catalog}
     unknown = [r for r in requirements if r not in known]
     if unknown or not requirements:
-        raise ValueError(f"check {check_id} names unknown requirements {unknown}")
-    # A profile pin split off a contract requirement is exercised by that requirement's checks too.
+        raise ValueError(f"check {check_id} names no requirement the catalog holds: {spoken(unknown)}")
+    # A pin split off a contract requirement is exercised by that requirement's checks too.
     split = [r["id"] for r in catalog if r.get("split_from") in requirements and r["id"] not in requirements]
     covered = (*requirements, *split)
+    needs = Needs.declared(uses, cases, roles, eras, unbound)
 
     def mark(fn: F) -> F:
-        return pytest.mark.engram_check(check_id, covered)(fn)
+        return pytest.mark.engram_check(check_id, covered, needs)(fn)
 
     return mark
 
 
 SOURCES_SCORED = {
     "contract": frozenset({"contract", "wiring"}),
-    "profile": frozenset({"contract", "wiring", "profile"}),
+    "pins": frozenset({"contract", "wiring", "pin"}),
 }
 
 

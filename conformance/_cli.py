@@ -20,26 +20,18 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from engram_mcp.conformance._certificate import (
-    ATTESTATION_FILE,
-    CertificateError,
-    predicate_of,
-    signed_line,
-    signer_from_file,
-    write_attestation,
-)
-from engram_mcp.conformance._certificate_sign import sign_command
-from engram_mcp.conformance._checks import Status
-from engram_mcp.conformance._cli_bridge import bearer_bridge
-from engram_mcp.conformance._cli_certificate import keygen, verify_certificate
-from engram_mcp.conformance._cli_explore import diff_command, replay_command
-from engram_mcp.conformance._cli_run import judge, run_parser
-from engram_mcp.conformance._findings import blamed
-from engram_mcp.conformance._report import REPORT_FILES
-from engram_mcp.conformance._run import EXIT_UNREACHABLE, EXIT_USAGE, Run
+from engram_mcp.conformance._cli_run import run_parser, usage_problems
+from engram_mcp.conformance._defaults import ATTESTATION_FILE, EXIT_UNREACHABLE, EXIT_USAGE, REPORT_FILES, checks
+from engram_mcp.conformance._words import os_reason, spoken
 from engram_mcp.contract import load
+
+if TYPE_CHECKING:
+    from engram_mcp.conformance._run import Run
+
+# Everything the harness needs to run (the MCP SDK, pytest, the suite) is imported once the command line has been
+# judged: a usage error is said before any of it loads.
 
 
 @contextlib.contextmanager
@@ -61,6 +53,12 @@ def _stdout_to_stderr(active: bool) -> Iterator[None]:
 
 def summary_json(run: Run | None, code: int, attestation: Path | None) -> dict[str, Any]:
     """The run's summary for scripts: the verdict, the level, the exit code and the counts."""
+    from engram_mcp.conformance import _readiness as readiness
+    from engram_mcp.conformance._certificate import predicate_of
+    from engram_mcp.conformance._checks import Status
+    from engram_mcp.conformance._findings import blamed
+    from engram_mcp.conformance._verdicts import musts, requirement_verdicts
+
     if run is None:
         return {"exit_code": code, "verdict": None, "conformant": False,
                 "error": "the run was not judged (a usage or harness error; stderr says which)"}
@@ -74,17 +72,27 @@ def summary_json(run: Run | None, code: int, attestation: Path | None) -> dict[s
         "target": run.target_identity, "server": run.server_identity, "eras": predicate["eras"]["spoken"],
         "transports": predicate["transports"], "seed": run.seed, "selection": list(run.select),
         "unreachable": run.unreachable, "counts": verdict["checks"], "scored_musts": verdict["scoredMusts"],
-        # Checks whose only findings break profile pins: no failure at the contract level, named all the same.
+        # Checks whose only findings break pins: no failure at the contract level, named all the same.
         "pinned": {r.label: list(blamed(r)) for r in sorted(run.results, key=lambda r: r.label)
                    if r.status is Status.PIN},
         "report_dir": str(run.report_dir) if run.report_dir else None,
         "attestation": str(attestation) if attestation else None,
+        "tools": [row.as_data() for row in readiness.rows(run, musts(requirement_verdicts(run)))],
+        "tools_summary": readiness.sentence(run, musts(requirement_verdicts(run))),
     }
 
 
 def run(argv: list[str]) -> int:
     parser = run_parser()
     args = parser.parse_args(argv)
+    problems = usage_problems(args)
+    if problems:
+        print("\n".join(f"conformance: {problem}" for problem in problems), file=sys.stderr)
+        print("conformance: nothing was run (conformance --help lists every option)", file=sys.stderr)
+        return EXIT_USAGE
+    from engram_mcp.conformance._certificate import CertificateError, signed_line, signer_from_file, write_attestation
+    from engram_mcp.conformance._cli_run import judge
+
     signer = None
     if args.sign_key is not None:
         if args.report_dir is None:
@@ -100,7 +108,7 @@ def run(argv: list[str]) -> int:
             try:
                 (args.report_dir / name).unlink(missing_ok=True)
             except OSError as problem:
-                print(f"conformance: cannot remove {args.report_dir / name}: {problem.strerror}", file=sys.stderr)
+                print(f"conformance: cannot remove {args.report_dir / name}: {os_reason(problem)}", file=sys.stderr)
                 return EXIT_USAGE
     attestation = None
     with _stdout_to_stderr(args.format == "json"):
@@ -122,26 +130,24 @@ def run(argv: list[str]) -> int:
 
 
 def list_command() -> int:
-    from engram_mcp.conformance._catalog import suite_checks
-
     catalog = load().requirements["requirements"]
-    checks = suite_checks()
+    suite = {entry["id"]: entry for entry in checks()}
     print(f"{'requirement':<16} {'level':<10} {'source':<9} {'status':<12} coverage")
     for entry in catalog:
-        covered = [c for c, reqs in checks.items() if entry["id"] in reqs]
+        covered = [c for c, check in suite.items() if entry["id"] in check["requirements"]]
         excluded = f"excluded: {entry['exclusion']}" if entry.get("exclusion") else "UNCOVERED"
         coverage = ", ".join(covered) if covered else excluded
         print(f"{entry['id']:<16} {entry['level']:<10} {entry['source']:<9} {entry['status']:<12} {coverage}")
-    print(f"\n{len(catalog)} requirements, {len(checks)} checks")
+    print(f"\n{len(catalog)} requirements, {len(suite)} checks")
     return 0
 
 
 def explain(identifier: str) -> int:
-    from engram_mcp.conformance._catalog import suite_checks
     from engram_mcp.conformance._ids import did_you_mean
+    from engram_mcp.conformance._needs import short
 
     catalog = {r["id"]: r for r in load().requirements["requirements"]}
-    checks = suite_checks()
+    suite = {entry["id"]: entry for entry in checks()}
     if identifier in catalog:
         entry = catalog[identifier]
         print(f"{identifier} ({entry['level']}, {entry['status']}, section {entry['section']})")
@@ -151,24 +157,28 @@ def explain(identifier: str) -> int:
         print(f"  source: {where if where and entry['source'] == 'contract' else entry['source']}"
               + (f" (citing contract {cited['section']})" if cited and entry["source"] != "contract" else "")
               + (f" (split from {entry['split_from']})" if entry.get("split_from") else "")
-              + ("" if entry["source"] != "profile" else "; scored only with --level profile"))
+              + ("" if entry["source"] != "pin" else "; scored only with --level pins"))
         if cited:  # the statement above is ours, in English; the words it rests on are the contract's own
             print(f"  the contract's words (Spanish original): «{cited['quote']}»")
-        covering = sorted(c for c, reqs in checks.items() if identifier in reqs)
+        covering = sorted(c for c, check in suite.items() if identifier in check["requirements"])
         print("  checks: " + (", ".join(covering) if covering else "none"))
         if entry.get("exclusion"):
             print(f"  excluded: {entry['exclusion']}")
         return 0
-    if identifier in checks:
+    if identifier in suite:
+        check = suite[identifier]
         print(f"check {identifier}")
-        doc = checks.doc(identifier)
-        if doc:
-            print(f"  {doc}")
-        for rid in checks[identifier]:
+        if check["asks"]:
+            print(f"  {check['asks']}")
+        tools = "whichever of the six the target serves" if "served" in check["uses"] else short(check["tools"])
+        print(f"  calls: {tools}" + (f"; needs {', '.join(check['roles'])} (spec/profile.md, roles)"
+                                      if check["roles"] else "")
+              + ("" if len(check["eras"]) == 2 else f"; only in the {check['eras'][0]} era"))
+        for rid in check["requirements"]:
             print(f"  covers {rid} ({catalog[rid]['level']}): {catalog[rid]['summary']}")
         return 0
-    suggestion = did_you_mean(identifier, [*catalog, *checks])
-    print(f"conformance: no requirement or check is called {identifier!r}{suggestion}", file=sys.stderr)
+    suggestion = did_you_mean(identifier, [*catalog, *suite])
+    print(f"conformance: no requirement or check is called {spoken(identifier)}{suggestion}", file=sys.stderr)
     return EXIT_USAGE
 
 
@@ -179,15 +189,26 @@ def _explain_command(argv: list[str]) -> int:
     return explain(argv[0])
 
 
+def _lazy(module: str, name: str) -> Any:
+    """A subcommand imported when it is asked for, not before."""
+    def command(argv: list[str]) -> int:
+        import importlib
+
+        found: int = getattr(importlib.import_module(f"engram_mcp.conformance.{module}"), name)(argv)
+        return found
+
+    return command
+
+
 SUBCOMMANDS = {
     "list": lambda argv: list_command(),
     "explain": _explain_command,
-    "keygen": keygen,
-    "verify-certificate": verify_certificate,
-    "sign": sign_command,
-    "replay": replay_command,
-    "diff": diff_command,
-    "bearer-bridge": bearer_bridge,
+    "keygen": _lazy("_cli_certificate", "keygen"),
+    "verify-certificate": _lazy("_cli_certificate", "verify_certificate"),
+    "sign": _lazy("_certificate_sign", "sign_command"),
+    "replay": _lazy("_cli_explore", "replay_command"),
+    "diff": _lazy("_cli_explore", "diff_command"),
+    "bearer-bridge": _lazy("_cli_bridge", "bearer_bridge"),
 }
 
 

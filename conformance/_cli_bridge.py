@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from engram_mcp.conformance._defaults import EXIT_UNREACHABLE, EXIT_USAGE
 from engram_mcp.conformance._errors import ConformanceError
-from engram_mcp.conformance._run import EXIT_UNREACHABLE, EXIT_USAGE
+from engram_mcp.conformance._words import spoken
 
 if TYPE_CHECKING:
     from engram_mcp.conformance._bridge import Binder
@@ -54,7 +55,7 @@ def listen_address(text: str) -> tuple[str, int]:
     host, colon, port = text.rpartition(":")
     host = host.removeprefix("[").removesuffix("]")
     if not colon or not host or not port.isdigit() or int(port) > 65535:
-        raise UsageError(f"--listen {text!r} is not HOST:PORT (e.g. 127.0.0.1:8766, [::1]:8766)")
+        raise UsageError(f"--listen {spoken(text)} is not HOST:PORT (e.g. 127.0.0.1:8766, [::1]:8766)")
     return host, int(port)
 
 
@@ -65,9 +66,9 @@ def upstream_origin(text: str) -> str:
     except ValueError:
         parts, port = None, None
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UsageError(f"--upstream {text!r} is not an http(s):// URL")
+        raise UsageError(f"--upstream {spoken(text)} is not an http(s):// URL")
     if parts.path not in ("", "/") or parts.query or parts.fragment or parts.username or parts.password:
-        raise UsageError(f"--upstream {text!r}: give the origin only (scheme, host and port, e.g. "
+        raise UsageError(f"--upstream {spoken(text)}: give the origin only (scheme, host and port, e.g. "
                          "http://127.0.0.2:8766); each request keeps its own path, /mcp included")
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
     return f"{parts.scheme}://{host}" + (f":{port}" if port is not None else "")

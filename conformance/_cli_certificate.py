@@ -10,8 +10,9 @@ from pathlib import Path
 
 from engram_mcp.conformance._certificate import ATTESTATION_FILE, CertificateError, verifier_from_file
 from engram_mcp.conformance._certificate_verify import Attested, UnreadableInput, describe, verify
+from engram_mcp.conformance._defaults import EXIT_USAGE
 from engram_mcp.conformance._dsse import keyid_of, load_public_key, new_key_pair
-from engram_mcp.conformance._run import EXIT_USAGE
+from engram_mcp.conformance._words import os_reason
 
 VERIFY_EPILOG = """exit codes:
   0  authentic, and it certifies a conformant run
@@ -39,7 +40,7 @@ def keygen(argv: list[str]) -> int:
         except FileExistsError:
             print(f"conformance: {path} exists; keygen never overwrites a key", file=sys.stderr)
         except OSError as problem:
-            print(f"conformance: cannot write {path}: {problem.strerror}", file=sys.stderr)
+            print(f"conformance: cannot write {path}: {os_reason(problem)}", file=sys.stderr)
         else:
             with os.fdopen(descriptor, "wb") as out:
                 out.write(data)

@@ -22,8 +22,15 @@ from typing import Any
 
 from engram_mcp.conformance._checks import Status
 from engram_mcp.conformance._cli_run import judge, run_parser
+from engram_mcp.conformance._defaults import (
+    EXIT_CONFORMANT,
+    EXIT_INCOMPLETE,
+    EXIT_MUST_FAILED,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+)
 from engram_mcp.conformance._explore import CounterexampleError, read_counterexample
-from engram_mcp.conformance._run import EXIT_CONFORMANT, EXIT_INCOMPLETE, EXIT_MUST_FAILED, EXIT_UNREACHABLE, EXIT_USAGE
+from engram_mcp.conformance._words import spoken
 from engram_mcp.conformance.plugin import EXPLORE_DEFAULT, REPLAY_CHECK
 
 EXPLORE_CHECK = "explore.sequences"
@@ -33,7 +40,7 @@ def _replay_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="conformance replay", description="Run a counterexample again.")
     parser.add_argument("file", type=Path, help="a counterexample written by a failed exploration (JSON lines)")
     parser.add_argument("--target", required=True, help="stdio:CMD, an http(s):// URL, or reference")
-    parser.add_argument("--profile", type=Path, help="the target's host profile")
+    parser.add_argument("--profile", type=Path, help="the target's conformance profile")
     parser.add_argument("--report-dir", type=Path, help="where to write the reports of the replay")
     parser.add_argument("--call-timeout", type=float, default=30.0)
     parser.add_argument("-v", "--verbose", action="store_true")
@@ -77,8 +84,8 @@ def _diff_parser() -> argparse.ArgumentParser:
                                      description="Drive the same generated call sequences into two targets.")
     parser.add_argument("--target", action="append", required=True, help="give it twice: A, then B")
     parser.add_argument("--profile", action="append", type=Path, default=[],
-                        help="the targets' host profiles: once for both (the bundled reference keeps its own), or "
-                             "once per target in order")
+                        help="the targets' conformance profiles: once for both (the bundled reference keeps its "
+                             "own), or once per target in order")
     parser.add_argument("--era", choices=["legacy", "modern", "both"], default="both")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--explore", type=int, default=EXPLORE_DEFAULT, metavar="N", help="calls per era")
@@ -121,16 +128,20 @@ def compare(first: Mapping[tuple[str, int, int], Mapping[str, Any]],
             return Divergence(key, "one answer is allowed by the contract, the other is not", a, b), compared, free
         if kind_a != kind_b:
             if bool(a.get("pins")) != bool(b.get("pins")):
-                return Divergence(key, "two allowed answers; the profile pins one of them", a, b), compared, free
+                return Divergence(key, "two allowed answers; the pins one of them", a, b), compared, free
             free += 1
     return None, compared, free
 
 
 def _describe(line: Mapping[str, Any] | None) -> str:
+    """A step of a trace in words: what the target answered, the verdict, the allowed answers it matched."""
     if line is None:
-        return "(no such step)"
-    pins = f"; breaks pins {line['pins']}" if line.get("pins") else ""
-    return f"{line.get('seen')} [{line.get('verdict', 'not judged')}: {', '.join(line.get('matched') or ())}]{pins}"
+        return "no such step"
+    matched = [str(name) for name in line.get("matched") or ()]
+    words = f"{line.get('seen', 'nothing recorded')} ({line.get('verdict', 'not judged')}" + (
+        f", as {spoken(matched)})" if matched else ")")
+    pins = [str(pin) for pin in line.get("pins") or ()]
+    return words + (f"; breaks the pins {', '.join(pins)}" if pins else "")
 
 
 def _explore(target: str, profile: Path | None, args: argparse.Namespace, workdir: Path) -> subprocess.Popen[str]:

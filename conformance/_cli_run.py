@@ -10,11 +10,24 @@ import shlex
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from engram_mcp.conformance._certificate import ATTESTATION_FILE
-from engram_mcp.conformance._run import Run, harness_version
-from engram_mcp.conformance.plugin import EXPLORE_DEEP, EXPLORE_DEFAULT
+from engram_mcp.conformance._defaults import (
+    ATTESTATION_FILE,
+    EXPLORE_DEEP,
+    EXPLORE_DEFAULT,
+    check_ids,
+    harness_version,
+    level_name,
+    modules_for,
+)
+from engram_mcp.conformance._ids import read_baseline, requirement_ids, unknown_baseline_errors, unknown_prefix_errors
+from engram_mcp.conformance._needs import ERAS, TOOLS, short, tool_name
 from engram_mcp.contract import load
+from engram_mcp.contract._words import quoted
+
+if TYPE_CHECKING:
+    from engram_mcp.conformance._run import Run
 
 DESCRIPTION = f"conformance: certify an MCP endpoint against Engram memory over MCP {load().version}."
 EPILOG = """exit codes:
@@ -40,19 +53,23 @@ def run_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="conformance", description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
     parser.add_argument("--target", required=True, help="stdio:CMD, an http(s):// URL, or reference")
-    parser.add_argument("--profile", type=Path, help="the target's host profile (spec/profile.md); without one only "
-                        "the checks that need no host identity run (the reference's is generated)")
+    parser.add_argument("--profile", type=Path, help="the target's conformance profile (spec/profile.md); without "
+                        "one only the checks that need no host identity run (the reference's is generated)")
     parser.add_argument("--era", choices=["legacy", "modern", "both"], default="both")
     parser.add_argument("--select", action="append", default=[], help="check or requirement id prefix (repeatable)")
+    parser.add_argument("--tool", action="append", default=[], metavar="NAME",
+                        help="only the checks whose cases call this tool (search or engram_memory_search; "
+                             "repeatable), and those that judge every tool the target serves: a partial report")
+    parser.add_argument("--fail-fast", action="store_true", help="stop at the first check that fails")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--examples", type=int, default=25, help="generated cases per tool and mode")
     parser.add_argument("--strict", action="store_true", help="score unverified requirements too")
     parser.add_argument("--expected-failures", type=Path, help="baseline of check ids expected to fail")
     parser.add_argument("--report-dir", type=Path, help="where to write the reports")
     parser.add_argument("--call-timeout", type=float, default=30.0)
-    parser.add_argument("--level", choices=["contract", "profile"], default="contract",
+    parser.add_argument("--level", choices=["contract", "pins"], default="contract", type=level_name,
                         help="contract (default): the contract's requirements plus the wiring the harness needs to act "
-                             "as host; profile: this project's host-profile pins too")
+                             "as host; pins: this project's pins too (spec/refinement.json, the host wiring's choices)")
     parser.add_argument("--deep", action="store_true",
                         help="also run the checks that wait long (a confirmation TTL over 10 s, expiry windows)")
     parser.add_argument("--explore", type=int, metavar="N", help="calls per era in generated call sequences "
@@ -73,6 +90,25 @@ def run_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def usage_problems(args: argparse.Namespace) -> list[str]:
+    """What makes the command line unusable, judged from the contract's data alone (spec/checks.json, the
+    requirement catalog, the tools): a mistyped id or tool is said at once, before the harness loads."""
+    problems = unknown_prefix_errors(args.select, check_ids() | requirement_ids())
+    problems += [f"--tool {quoted(tool)} names none of the six tools (they are {short(TOOLS)}, with or without "
+                 "the engram_memory_ prefix)" for tool in args.tool if tool_name(tool) is None]
+    if not (args.target == "reference" or args.target.startswith(("stdio:", "http://", "https://"))):
+        problems.append("--target takes stdio:CMD, an http(s):// URL, or reference")
+    if args.expected_failures is not None:
+        try:
+            baseline = read_baseline(args.expected_failures)
+        except (OSError, UnicodeDecodeError) as unreadable:
+            problems.append(f"--expected-failures: cannot read {args.expected_failures} "
+                            f"({getattr(unreadable, 'strerror', None) or 'not UTF-8 text'})")
+        else:
+            problems += unknown_baseline_errors(baseline, check_ids(), ERAS)
+    return problems
+
+
 def version_line() -> str:
     return f"conformance {harness_version()} (contract {load().version})"
 
@@ -86,6 +122,15 @@ def reference_target(workdir: Path) -> tuple[str, Path]:
     return "stdio:" + shlex.join(command), workdir / "conformance-profile.toml"
 
 
+# The plugin's options that this command line passes on as they are: (attribute, plugin option); a flag is passed
+# when set, a list once per value, any other value when given. --strict is the plugin's --score-unverified.
+PASSED_ON = (("select", "--select"), ("tool", "--tool"), ("fail_fast", "--fail-fast"),
+             ("strict", "--score-unverified"), ("deep", "--deep"), ("explore", "--explore"),
+             ("explore_trace", "--explore-trace"), ("replica", "--replica"), ("replay", "--replay"),
+             ("explore_shrink", "--explore-shrink"), ("expected_failures", "--expected-failures"),
+             ("report_dir", "--report-dir"))  # junit.xml is one of the run's reports (_junit.py)
+
+
 def pytest_options(args: argparse.Namespace, target: str, profile: Path | None) -> list[str]:
     """The plugin's options for this run (run_suite adds the pytest plumbing)."""
     options = [
@@ -95,26 +140,15 @@ def pytest_options(args: argparse.Namespace, target: str, profile: Path | None) 
     ]
     if profile is not None:
         options += ["--profile", str(profile)]
-    for selected in args.select:
-        options += ["--select", selected]
-    if args.strict:
-        options.append("--score-unverified")
-    if args.deep:
-        options.append("--deep")
-    if args.explore is not None:
-        options += ["--explore", str(args.explore)]
-    if args.explore_trace is not None:
-        options += ["--explore-trace", str(args.explore_trace)]
-    for replica in args.replica:
-        options += ["--replica", replica]
-    if args.replay is not None:
-        options += ["--replay", str(args.replay)]
-    if args.explore_shrink is not None:
-        options += ["--explore-shrink", str(args.explore_shrink)]
-    if args.expected_failures:
-        options += ["--expected-failures", str(args.expected_failures)]
-    if args.report_dir:
-        options += ["--report-dir", str(args.report_dir)]  # junit.xml is one of the run's reports (_junit.py)
+    for attribute, option in PASSED_ON:
+        value = getattr(args, attribute)
+        if value is True:
+            options.append(option)
+        elif isinstance(value, list):
+            options += [part for item in value
+                        for part in (option, tool_name(item) or item if attribute == "tool" else item)]
+        elif value is not None and value is not False:
+            options += [option, str(value)]
     return options
 
 
@@ -127,5 +161,6 @@ def judge(args: argparse.Namespace) -> tuple[int, Run | None]:
         if target == "reference":
             target, generated = reference_target(Path(scratch) / "reference")
             profile = profile or generated
-        outcome = run_suite(pytest_options(args, target, profile), verbose=args.verbose)
+        outcome = run_suite(pytest_options(args, target, profile), verbose=args.verbose,
+                            modules=modules_for(args.select, [tool_name(t) or t for t in args.tool]))
     return outcome.exit_code, outcome.run if outcome.run is not None and outcome.run.exit_code is not None else None

@@ -10,6 +10,7 @@ sent — not what a client library made of it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import shlex
 import tempfile
 import time
@@ -31,11 +32,13 @@ from pydantic import TypeAdapter
 from engram_mcp.conformance._errors import ConformanceError
 from engram_mcp.conformance._host import Answer, Confirmer
 from engram_mcp.conformance._tracker import HistoryRecorder, Intent, Sent, Tracker, with_intent
+from engram_mcp.conformance._words import answer_words
 
 Era = Literal["legacy", "modern"]
 ERAS: tuple[Era, ...] = ("legacy", "modern")
 _RAW = TypeAdapter(dict[str, Any])
 STALL_AFTER = 3
+MAX_LIST_PAGES = 64  # pages of a tools/list followed at most: far more than six tools (and any server's own) need
 ReplyKind = Literal["result", "input_required", "error", "timeout", "cancelled"]
 
 
@@ -156,6 +159,7 @@ class Reply:
     error: dict[str, Any] | None = None
     elapsed: float = 0.0
     judgement: Any = None  # the contract model's judgement of a tools/call (see _tracker), when the host could give one
+    pages: int = 1  # a paginated list (tools/list): how many pages were read into ``result``
 
     @property
     def envelope(self) -> Any:
@@ -180,12 +184,22 @@ class Reply:
         return envelope.get("error", {}).get("code") if isinstance(envelope, dict) else None
 
     def said(self) -> str:
-        """What the target answered, as words a verdict can quote: "a result", "the JSON-RPC error -32603", ..."""
-        if self.kind == "error":
-            return f"the JSON-RPC error {(self.error or {}).get('code')}"
-        if self.kind == "result":
-            return f"a result with the error {self.code}" if self.code is not None else "a result"
-        return {"input_required": "input_required", "timeout": "nothing in time"}.get(self.kind, "a cancellation")
+        """What the target answered, in the words a verdict quotes: "the JSON-RPC error -32603 with the message
+        '…'", "a refusal envelope with the code NOT_FOUND", "a tool result with isError true and text '…'"."""
+        if self.kind in ("error", "result"):
+            return answer_words(self.result if self.kind == "result" else None, self.error)
+        return {"input_required": "a request for input (input_required)", "timeout": "no answer in time"}.get(
+            self.kind, "a cancellation")
+
+    def wire(self) -> dict[str, Any]:
+        """The answer as it came over the wire, for evidence: its kind, and the raw result or error (the reports
+        bound and redact it)."""
+        raw: dict[str, Any] = {"kind": self.kind, "said": self.said()}
+        if self.error is not None:
+            raw["error"] = self.error
+        if self.result is not None:
+            raw["result"] = self.result
+        return raw
 
 
 class Connection:
@@ -425,16 +439,43 @@ class Connection:
         """True once the target has let STALL_AFTER calls in a row go unanswered."""
         return self.consecutive_timeouts >= STALL_AFTER
 
-    def list_tools(self, meta: Mapping[str, Any] | None) -> Reply:
-        params = types.PaginatedRequestParams.model_validate({"_meta": dict(meta)}) if meta is not None else None
+    def list_tools(self, meta: Mapping[str, Any] | None, *, one_page: bool = False) -> Reply:
+        """tools/list under ``meta``, every page of it: MCP lets a server page its list (``nextCursor``), so the
+        pages are followed, each with the same ``_meta``, and their tools joined into one result. A list that
+        does not end within MAX_LIST_PAGES pages, or gives a cursor twice, is answered as what was read, with
+        ``nextCursor`` kept, so a check can tell. ``one_page``: the first page alone, as the server sent it."""
+        reply = self._list_page(meta, None)
+        pages, seen = 1, set()
+        while not one_page and reply.kind == "result" and isinstance(reply.result, dict):
+            cursor = reply.result.get("nextCursor")
+            if not isinstance(cursor, str) or cursor in seen or pages >= MAX_LIST_PAGES:
+                break
+            seen.add(cursor)
+            following = self._list_page(meta, cursor)
+            if following.kind != "result" or not isinstance(following.result, dict):
+                return following
+            tools = [*(reply.result.get("tools") or []), *(following.result.get("tools") or [])]
+            reply = Reply("result", result={**following.result, "tools": tools},
+                          elapsed=reply.elapsed + following.elapsed)
+            pages += 1
+        return dataclasses.replace(reply, pages=pages) if pages > 1 else reply
+
+    def _list_page(self, meta: Mapping[str, Any] | None, cursor: str | None) -> Reply:
+        fields: dict[str, Any] = {"_meta": dict(meta)} if meta is not None else {}
+        if cursor is not None:
+            fields["cursor"] = cursor
+        params = types.PaginatedRequestParams.model_validate(fields) if fields else None
         return self._send(types.ListToolsRequest(params=params), None)
 
     def call(self, tool: str, arguments: Any, meta: Mapping[str, Any] | None, *, answer: Answer = "accept",
              input_responses: Mapping[str, Any] | None = None, request_state: str | None = None,
-             timeout: float | None = None, as_host: bool = True, intent: Intent | None = None) -> Reply:
+             timeout: float | None = None, as_host: bool = True, intent: Intent | None = None,
+             judged: bool = True) -> Reply:
         """tools/call with exactly these arguments; in the legacy era ``answer`` answers any elicitation.
         ``as_host=False`` sends ``meta`` untouched, even to a target that confirms by host reference only.
-        ``intent`` tells the run's contract model what the host meant by the call (see _tracker)."""
+        ``intent`` tells the run's contract model what the host meant by the call (see _tracker); ``judged=False``
+        keeps the call from it: the preflight's probe of whether a tool is served, which decides what the model's
+        facts are, and stores nothing."""
         self.answer = answer
         asked_before, started, invoked = self.elicitations, time.time(), time.monotonic()
         if as_host and meta is not None and self.confirm_by_reference is not None:
@@ -449,7 +490,7 @@ class Connection:
         )
         reply = self._send(types.CallToolRequest.model_construct(method="tools/call", params=params), timeout)
         returned = time.monotonic() if reply.kind not in ("timeout", "cancelled") else None
-        if self.tracker is not None:
+        if self.tracker is not None and judged:
             asked = (self.elicitations > asked_before or reply.kind == "input_required"
                      or (self.era == "modern" and input_responses is not None))
             sent = Sent(self.era, tool, arguments, meta, answer, input_responses, request_state,

@@ -39,7 +39,7 @@ SHOWN_FAILURES = 40  # the reports list every one; the console shows the first o
 MESSAGE_WIDTH = 160
 FAMILY_WIDTH = 12  # the family column at least; as wide as the run's longest family name (confirmation-ref)
 _STYLE = {Status.PASS: "green", Status.FAIL: "bold red", Status.ERROR: "bold red", Status.XPASS: "red",
-          Status.WARN: "yellow", Status.BLOCKED: "yellow", Status.SKIP: "dim", Status.XFAIL: "dim",
+          Status.WARN: "yellow", Status.BLOCKED: "yellow", Status.SKIP: "dim", Status.NA: "dim", Status.XFAIL: "dim",
           Status.PIN: "magenta"}
 
 
@@ -220,7 +220,7 @@ class Console:
         pinned = [r for r in run.results if r.status is Status.PIN]
         if pinned and not self.verbose:
             self.say("")
-            self.say(f"profile pins not kept ({len(pinned)}; not scored at the {run.level} level):")
+            self.say(f"pins not kept ({len(pinned)}; not scored at the {run.level} level):")
             for result in pinned[:SHOWN_FAILURES]:
                 self.say("  " + check_line(result), _STYLE[Status.PIN])
             if len(pinned) > SHOWN_FAILURES:

@@ -19,6 +19,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from engram_mcp.conformance._words import spoken
+
 
 class EnvelopeError(ValueError):
     """The envelope is malformed, or no signature verifies with the given key."""
@@ -134,7 +136,7 @@ def open_envelope(envelope: Any, verifier: Verifier, *, payload_type: str) -> Op
             continue  # one unreadable signature does not hide another that verifies
         if verifier.verify(signature, message):
             if kind != payload_type:
-                raise EnvelopeError(f"the payload type is {kind!r}, not {payload_type!r}")
+                raise EnvelopeError(f"the payload type is {spoken(kind)}, not {spoken(payload_type)}")
             return Opened(kind, body, verifier.keyid)
     raise EnvelopeError(f"no signature verifies with the given key (keyid {verifier.keyid})")
 

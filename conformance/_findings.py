@@ -75,11 +75,11 @@ def _narrowed(result: Result, judged: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def blamed(result: Result) -> tuple[str, ...]:
-    """The requirements a result breaks: its failing assertions' (see _asserted) and its failed profile pins
+    """The requirements a result breaks: its failing assertions' (see _asserted) and its failed pins
     (``Result.pins``, judged by their own messages). Empty when it reports nothing wrong."""
     pinned = tuple(rid for rid, messages in result.pins.items() if messages)
     judged = _asserted(result) if failing_status(result) is not None else ()
-    if result.status in (Status.SKIP, Status.BLOCKED, Status.ERROR):
+    if result.status in (Status.SKIP, Status.NA, Status.BLOCKED, Status.ERROR):
         return ()
     return tuple(dict.fromkeys([*judged, *pinned]))
 
@@ -109,7 +109,7 @@ def requirement_outcomes(result: Result) -> dict[str, tuple[Status, str]]:
 
 def leveled(result: Result, scored: frozenset[str]) -> Status:
     """The status a result shows at a level scoring these sources: PIN where every requirement it breaks is one
-    the level does not score (a profile pin, at the contract level); FAIL (or WARN, for SHOULDs alone) where a
+    the level does not score (a pin, at the contract level); FAIL (or WARN, for SHOULDs alone) where a
     passing check's pins failed at a level that scores them."""
     if result.status not in (Status.PASS, Status.FAIL, Status.WARN):
         return result.status

@@ -7,9 +7,12 @@ about the target, so a check can quote them as they are.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from engram_mcp.conformance._words import spoken
 
 # The MCP revision these rules are quoted from (both eras this harness speaks keep them unchanged).
 REVISION = "MCP 2025-11-25"
@@ -72,8 +75,12 @@ def _error_problem(message: dict[str, Any]) -> str | None:
 
 
 def _shown(message: Any) -> str:
-    text = repr(message)
-    return text if len(text) <= 160 else text[:157] + "..."
+    """A message the target sent, as the JSON it was (clipped): what the verdict quotes."""
+    try:
+        text = json.dumps(message, ensure_ascii=False, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        text = str(message)
+    return text if len(text) <= 160 else text[:159] + "…"
 
 
 def frame_problems(messages: Iterable[Any]) -> list[str]:
@@ -101,9 +108,9 @@ def unmatched_responses(messages: Iterable[Any], sent: Mapping[Any, str]) -> lis
         key = (type(ident).__name__, ident)  # 1 and "1" are two ids
         seen[key] += 1
         if key not in asked:
-            problems.append(f"a response to id {ident!r}, which the client never sent: {_shown(response)}")
+            problems.append(f"a response to id {spoken(ident)}, which the client never sent: {_shown(response)}")
         elif seen[key] == 2:
-            problems.append(f"a second response to request {ident!r} ({sent[ident]}): {_shown(response)}")
+            problems.append(f"a second response to request {spoken(ident)} ({sent[ident]}): {_shown(response)}")
     return problems
 
 
@@ -122,9 +129,11 @@ def unasked_notifications(messages: Iterable[Any], progress_tokens: Iterable[Any
         if m["method"] == "notifications/progress":
             token = params.get("progressToken")
             if (type(token).__name__, token) not in tokens:
-                problems.append(f"progress for token {token!r}, which no request of the client carried: {_shown(m)}")
+                problems.append(f"progress for token {spoken(token)}, which no request of the client carried: "
+                                f"{_shown(m)}")
         elif m["method"] == "notifications/cancelled" and "requestId" in params:
             ident = params["requestId"]
             if (type(ident).__name__, ident) not in asked:
-                problems.append(f"the cancellation of request {ident!r}, which the server never sent: {_shown(m)}")
+                problems.append(f"the cancellation of request {spoken(ident)}, which the server never sent: "
+                                f"{_shown(m)}")
     return problems

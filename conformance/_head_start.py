@@ -66,6 +66,8 @@ class HeadStarts:
 
     _opened: dict[tuple[str, str], _Opened] = field(default_factory=dict)
     _begun_eras: set[str] = field(default_factory=set)
+    # The tools a check's case calls (its declaration), for the world its opening runs in; set by the plugin.
+    tools_of: Callable[[str, dict[str, Any]], frozenset[str] | None] = lambda check_id, params: None
 
     def begin(self, era: str, check_ids: Iterable[str], make_world: Callable[[Evidence], World]) -> None:
         """Open every registered check among ``check_ids`` in ``era``, once per era."""
@@ -76,7 +78,9 @@ class HeadStarts:
             evidence = Evidence()
             opened = _Opened(evidence=evidence.items)
             try:
-                opened.value = _OPENINGS[check_id](make_world(evidence))
+                world = make_world(evidence)
+                world.tools = self.tools_of(check_id, {})
+                opened.value = _OPENINGS[check_id](world)
             except (KeyboardInterrupt, SystemExit):
                 raise
             except BaseException as problem:  # pytest's skip is a BaseException: judged in the check, not here

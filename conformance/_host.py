@@ -1,6 +1,6 @@
 """How the harness acts as host: binding each call, and answering confirmations.
 
-Both are Protocols. The default adapters follow spec/host-profile.md (a signed
+Both are Protocols. The default adapters follow spec/host-wiring.md (a signed
 binding in ``_meta``, confirmation by form elicitation); a server wired
 differently is certified by writing one adapter, not by forking the suite.
 """
@@ -19,6 +19,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from engram_mcp.conformance._profile import NEEDS_PROFILE, Profile, ProfileError, ScopeProfile
 from engram_mcp.conformance._tracker import REFUSED_REFERENCE
+from engram_mcp.conformance._words import spoken
 from engram_mcp.contract import load
 from engram_mcp.contract.binding import (
     BINDING_CLOCK_SKEW,
@@ -38,6 +39,20 @@ from engram_mcp.contract.binding import (
 Forgery = Literal["missing", "garbage", "expired", "not_yet_valid", "wrong_audience", "untrusted_key",
                   "too_long_lived", "alg_none", "extra_claim", "missing_claim", "missing_audit_id",
                   "foreign_tenant", "foreign_issuer"]
+# Each forgery in the words a verdict uses: what the harness changed in the binding it sent.
+FORGERY_WORDS: dict[str, str] = {
+    "missing": "no binding at all", "garbage": "a binding that is no token at all",
+    "expired": "an expired binding", "not_yet_valid": "a binding not yet valid",
+    "wrong_audience": "a binding minted for another server's audience",
+    "untrusted_key": "a binding signed by a key the server was never given",
+    "too_long_lived": "a binding valid longer than binding.max_lifetime",
+    "alg_none": "an unsigned binding (alg none)",
+    "extra_claim": "a binding with a claim beyond the closed set (role)",
+    "missing_claim": "a binding without the agent_id claim",
+    "missing_audit_id": "a binding without the audit_id claim",
+    "foreign_tenant": "a binding for a tenant the key is not trusted for",
+    "foreign_issuer": "a binding in the name of an issuer the key is not trusted for",
+}
 Answer = Literal["accept", "decline", "cancel", "accept_false", "silence"]
 # Ways a confirmation reference can be broken by the host itself; an adapter lists those it can produce.
 ReferenceFlaw = Literal["expired", "too_long_lived", "over_declared_ttl", "forged_signature", "untrusted_key",
@@ -94,7 +109,7 @@ class ConfirmationReferences(Protocol):
 
 @dataclass
 class SignedMetaBinding:
-    """The host profile's binding: an EdDSA JWT under the host-binding ``_meta`` key."""
+    """The host wiring's binding: an EdDSA JWT under the host-binding ``_meta`` key."""
 
     key: Ed25519PrivateKey
     kid: str
@@ -113,8 +128,9 @@ class SignedMetaBinding:
         try:
             key = load_private_key(Path(binding["private_key_file"]).read_bytes())
         except (KeyError, OSError, ValueError, TypeError):
-            raise ProfileError(f"{profile.path}: binding.private_key_file: {binding.get('private_key_file')} is not "
-                               "a readable PEM Ed25519 private key") from None
+            named, where = spoken(binding.get("private_key_file")), profile.path or "the profile"
+            raise ProfileError(f"{where}: binding.private_key_file: {named} is not a readable PEM Ed25519 private "
+                               "key") from None
         return cls(key=key, kid=binding["kid"], issuer=binding["issuer"],
                    audience=profile.audience, purpose_ref=profile.purpose_ref)
 
@@ -192,7 +208,7 @@ def unique_name(kind: str) -> str:
 
 @dataclass
 class SignedConfirmationReference:
-    """The host profile's reference: an EdDSA JWS (typ engram-confirmation+jwt) signed with the binding's key."""
+    """The host wiring's reference: an EdDSA JWS (typ engram-confirmation+jwt) signed with the binding's key."""
 
     binding: SignedMetaBinding
     ttl: int  # the longest span the target accepts (profile [confirmation] reference_ttl_seconds)
@@ -311,7 +327,7 @@ def _unsigned(token: str) -> str:
 
 
 class ElicitationConfirmer:
-    """The host profile's confirmation: a form with one boolean, ``confirm``."""
+    """The host wiring's confirmation: a form with one boolean, ``confirm``."""
 
     def elicit_result(self, answer: Answer) -> dict[str, Any] | None:
         results: dict[str, dict[str, Any] | None] = {

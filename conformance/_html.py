@@ -14,8 +14,10 @@ from collections import Counter
 from html import escape
 from typing import TYPE_CHECKING, Any
 
+from engram_mcp.conformance import _readiness as readiness
 from engram_mcp.conformance._checks import SEVERITY, Status
 from engram_mcp.conformance._findings import blamed, catalog, reproduction
+from engram_mcp.conformance._redact import redact
 from engram_mcp.conformance._verdicts import (
     EXCLUDED,
     FAILED,
@@ -27,7 +29,6 @@ from engram_mcp.conformance._verdicts import (
     level_of,
     musts,
     profile_label,
-    redact,
     spoken_eras,
     tally,
     utc_stamp,
@@ -41,13 +42,14 @@ if TYPE_CHECKING:
 # Which filter button shows a status or an outcome.
 GROUP = {
     Status.FAIL.value: "fail", Status.ERROR.value: "fail", Status.XPASS.value: "fail", Status.XFAIL.value: "fail",
-    FAILED: "fail", Status.SKIP.value: "gap", Status.BLOCKED.value: "gap", NOT_EXERCISED: "gap", "NOT_RUN": "gap",
+    FAILED: "fail", Status.SKIP.value: "gap", Status.NA.value: "other", Status.BLOCKED.value: "gap",
+    NOT_EXERCISED: "gap", "NOT_RUN": "gap",
     Status.PASS.value: "pass", Status.WARN.value: "pass", PASSED: "pass", EXCLUDED: "other", NOT_APPLICABLE: "other",
     Status.PIN.value: "pin",
 }
 FILTERS = (("all", "All"), ("fail", "Failures"), ("gap", "Not exercised"), ("pass", "Passed"),
-           ("pin", "Profile pins"), ("other", "Excluded"))
-# Listed first, with evidence: failures, warnings, and the profile pins the target does not keep.
+           ("pin", "Pins"), ("other", "Excluded"))
+# Listed first, with evidence: failures, warnings, and the pins the target does not keep.
 _ATTENTION = (Status.FAIL, Status.ERROR, Status.XPASS, Status.XFAIL, Status.WARN, Status.PIN)
 _EVIDENCE_CHARS = 4000
 _BAR_WIDTH, _MIN_SEGMENT = 480.0, 4.0  # summary chart: the bar and the narrowest segment a non-zero count gets
@@ -163,7 +165,7 @@ def _banner(run: Run, code: int) -> str:
         ("Profile", profile_label(run).replace("`", "")),
         ("Target", run.target_identity),
         ("Server", run.server_identity or "did not name itself"),
-        ("Date", f"{started}" + (f" to {finished}" if finished else "") + " UTC"),
+        ("Date", f"{started or 'not started'}" + (f" to {finished}" if finished else "") + " UTC"),
         ("Seed", f"{run.seed} ({run.examples} generated cases per tool and mode)" + ("; deep" if run.deep else "")),
         ("Harness", run.harness_version),
     ]
@@ -212,10 +214,11 @@ def _chart(run: Run, verdicts: dict[str, dict[str, Any]]) -> str:
     checks = counts(run)
     check_parts = [(GROUP[s.value], s.value, checks.get(s.value, 0)) for s in SEVERITY if checks.get(s.value)]
     must_parts = [("pass", "passed", t["passed"]), ("fail", "failed", t["failed"]),
-             ("gap", "not exercised", t["not_exercised"]), ("other", "excluded", t["excluded"])]
+                  ("gap", "not exercised", t["not_exercised"])]
     return ("<svg role='img' aria-label='summary chart' width='520' height='130' viewBox='0 0 520 130' "
             "xmlns='http://www.w3.org/2000/svg' font-size='12' font-family='sans-serif'>"
-            + _bar(20, f"Scored MUST requirements ({t['total']})", must_parts)
+            + _bar(20, f"Scored MUST requirements ({t['scored']}; {t['excluded']} more excluded, not scored)",
+                   must_parts)
             + _bar(82, f"Check results ({sum(checks.values())})", check_parts or [("other", "none", 0)])
             + "</svg>")
 
@@ -313,9 +316,28 @@ def _not_exercised(run: Run, verdicts: dict[str, dict[str, Any]]) -> str:
         f"<span class='count'>({len(ids)})</span><br><small>"
         + ", ".join(f"<a class='jump' href='#req-{escape(i.split(' ')[0])}'>{escape(i)}</a>" for i in ids)
         + "</small></li>" for reason, unlock, ids in groups)
-    total = sum(len(ids) for _, _, ids in groups)
+    total = len({i.split(" ")[0] for _, _, ids in groups for i in ids})  # a requirement held back for two reasons
     return (f"<h2 id='not-exercised'>Not exercised <span class='count'>({total} scored MUSTs, "
             f"{len(groups)} reason{'s' if len(groups) != 1 else ''})</span></h2><ul class='gaps'>{items}</ul>")
+
+
+def _tools(run: Run, verdicts: dict[str, dict[str, Any]]) -> str:
+    """The readiness table: per tool, served or not, and what the checks that call it concluded."""
+    if not run.served or run.unreachable or run.not_engram:
+        return ""
+    scored = musts(verdicts)
+    cells = "".join(
+        f"<tr class='g-{_TOOL_GROUPS[row.state]}' data-tool='{escape(row.tool)}'><td class='id'>{escape(row.tool)}</td>"
+        f"<td class='st'>{escape(row.state)}</td><td>{escape(row.how)}</td><td>{row.passed}</td><td>{row.failed}</td>"
+        f"<td>{row.not_exercised}</td><td>{row.waiting}</td></tr>" for row in readiness.rows(run, scored))
+    said = readiness.sentence(run, scored)
+    return ("<h2 id='tools'>Tools</h2><table class='tools'><tr><th>Tool</th><th>Served</th><th>How the harness "
+            "learnt it</th><th>Checks passed</th><th>Failed</th><th>Not exercised</th><th>Scored MUSTs waiting</th>"
+            f"</tr>{cells}</table>" + (f"<p class='tools-summary'>{escape(said)}</p>" if said else ""))
+
+
+_TOOL_GROUPS = {readiness.SERVED: "pass", readiness.NOT_SERVED: "fail", readiness.NOT_GRANTED: "gap",
+                readiness.UNKNOWN: "other"}
 
 
 def _checks(results: list[Result]) -> str:
@@ -338,10 +360,10 @@ def _checks(results: list[Result]) -> str:
 
 def _attention_title(attention: list[Result]) -> str:
     """What the cards are: failures (the Failures filter shows them), warnings (a SHOULD broken; the Passed
-    filter shows them), profile pins not kept (not scored at the run's level), or several of these."""
-    kinds = {"warnings" if r.status is Status.WARN else "profile pins not kept" if r.status is Status.PIN
+    filter shows them), pins not kept (not scored at the run's level), or several of these."""
+    kinds = {"warnings" if r.status is Status.WARN else "pins not kept" if r.status is Status.PIN
              else "failures" for r in attention}
-    ordered = [k for k in ("failures", "warnings", "profile pins not kept") if k in kinds]
+    ordered = [k for k in ("failures", "warnings", "pins not kept") if k in kinds]
     text = ", ".join(ordered[:-1]) + (" and " if len(ordered) > 1 else "") + ordered[-1]
     return text[0].upper() + text[1:]
 
@@ -360,6 +382,7 @@ def html_report(run: Run, verdicts: dict[str, dict[str, Any]], code: int) -> str
         + _banner(run, code)
         + "<main>"
         + f"<h2>Summary</h2>{_chart(run, verdicts)}"
+        + _tools(run, verdicts)
         + (f"<ul class='notes'>{notes}</ul>" if notes else "")
         + _controls()
         + (f"<h2 id='failures' data-counts='article.finding' data-hide-empty>{escape(_attention_title(attention))} "

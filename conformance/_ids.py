@@ -11,8 +11,10 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Iterable
+from pathlib import Path
 
 from engram_mcp.contract import load
+from engram_mcp.contract._words import quoted
 
 _BASELINE_ENTRY = re.compile(r"^(?P<check>[^@\[\]]+)(?:@(?P<era>[^\[\]]+)(?:\[(?P<case>.+)\])?)?$")
 
@@ -38,13 +40,13 @@ def did_you_mean(typed: str, known: Iterable[str]) -> str:
     close = difflib.get_close_matches(typed, sorted(_stems(known)), n=3, cutoff=0.75)
     if not close:
         close = difflib.get_close_matches(typed.lower(), sorted(_stems(known)), n=3, cutoff=0.75)
-    return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+    return f" (did you mean {' or '.join(quoted(c) for c in close)}?)" if close else ""
 
 
 def unknown_prefix_errors(prefixes: Iterable[str], known: Iterable[str]) -> list[str]:
     """One sentence for each --select prefix that starts no known id."""
     known = sorted(set(known))
-    return [f"--select {prefix!r} matches no check or requirement id{did_you_mean(prefix, known)}"
+    return [f"--select {quoted(prefix)} matches no check or requirement id{did_you_mean(prefix, known)}"
             for prefix in prefixes if not any(identifier.startswith(prefix) for identifier in known)]
 
 
@@ -55,10 +57,18 @@ def unknown_baseline_errors(entries: Iterable[str], checks: Iterable[str], eras:
     for entry in sorted(entries):
         parsed = _BASELINE_ENTRY.match(entry)
         if parsed is None:
-            problems.append(f"--expected-failures: {entry!r} is not check, check@era or check@era[case]")
+            problems.append(f"--expected-failures: {quoted(entry)} is not check, check@era or check@era[case]")
         elif parsed["check"] not in checks:
-            problems.append(f"--expected-failures: {entry!r} names no check of the suite"
+            problems.append(f"--expected-failures: {quoted(entry)} names no check of the suite"
                             f"{did_you_mean(parsed['check'], checks)}")
         elif parsed["era"] is not None and parsed["era"] not in eras:
-            problems.append(f"--expected-failures: {entry!r} names no era (the eras are {', '.join(eras)})")
+            problems.append(f"--expected-failures: {quoted(entry)} names no era (the eras are {', '.join(eras)})")
     return problems
+
+
+def read_baseline(path: str | Path | None) -> frozenset[str]:
+    """The baseline file: one entry a line (check, check@era or check@era[case]); ``#`` starts a comment."""
+    if not path:
+        return frozenset()
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    return frozenset(entry for entry in (line.split("#", 1)[0].strip() for line in lines) if entry)

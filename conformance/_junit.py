@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING
 
 from engram_mcp.conformance._checks import Status
 from engram_mcp.conformance._findings import area, blamed, catalog, reproduction
-from engram_mcp.conformance._verdicts import identity, redact, summary_lines, verdict_line
+from engram_mcp.conformance._redact import redact
+from engram_mcp.conformance._verdicts import identity, summary_lines, verdict_line
 from engram_mcp.contract import load
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 # Characters XML 1.0 cannot carry (controls, lone surrogates, U+FFFE/U+FFFF): shown as escapes instead.
 _NOT_XML = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 _FAILURE = (Status.FAIL, Status.XPASS)
-_SKIPPED = (Status.SKIP, Status.BLOCKED, Status.XFAIL)
+_SKIPPED = (Status.SKIP, Status.NA, Status.BLOCKED, Status.XFAIL)
 _MESSAGE_CHARS = 500
 _EVIDENCE_CHARS = 8000
 RUN_SUITE, ANY_ERA = "run", "every era"
@@ -82,7 +83,7 @@ def _result_case(run: Run, suite: ET.Element, result: Result) -> str:
         return "skipped"
     if result.status is Status.PIN:  # no failure at this level; shown where CI shows what needs a look
         pins = ", ".join(blamed(result))
-        ET.SubElement(case, "skipped", message=_text(f"PIN ({pins}; scored only by --level profile): "
+        ET.SubElement(case, "skipped", message=_text(f"PIN ({pins}; scored only by --level pins): "
                                                      f"{result.message}"[:_MESSAGE_CHARS]))
         return "skipped"
     return "passed"

@@ -1,10 +1,10 @@
-"""Argument cases whose refusal rests on a profile pin alone (see engram_mcp.contract.model._arguments).
+"""Argument cases whose refusal rests on a pin alone (see engram_mcp.contract.model._arguments).
 
 The bundled schemas and rules hold choices the contract leaves open (an opaque candidate_id's form, a
 capability_policy's members, a page_cursor's length, which code a malformed digest gets, the order of family
 refs, how the argument size is measured). For such a case the contract allows more answers than the
 oracle's; ``allowed`` names them, ``ACCEPTED`` standing for "judged as valid arguments". At the contract level
-any of them passes; ``--level profile`` scores the oracle's own answer through ``_checks.pin``.
+any of them passes; ``--level pins`` scores the oracle's own answer through ``_checks.pin``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ __all__ = ["ACCEPTED", "allowed", "pins_of", "relaxed"]
 
 
 def pins_of(tool: str, arguments: Any) -> tuple[str, ...]:
-    """The profile pins a case's verdict rests on (empty for a verdict the contract itself gives)."""
+    """The pins a case's verdict rests on (empty for a verdict the contract itself gives)."""
     return judge_arguments(tool, arguments).pins
 
 

@@ -15,6 +15,8 @@ import contextlib
 import dataclasses
 import inspect
 import os
+import shutil
+import tempfile
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,27 +25,27 @@ from typing import Any
 import pytest
 
 from engram_mcp.conformance._background import on_a_clock
-from engram_mcp.conformance._checks import SOURCES_SCORED, Blocked, NotApplicable, Status, set_deep, take_pins
+from engram_mcp.conformance._checks import (
+    SOURCES_SCORED,
+    Blocked,
+    Status,
+    not_applicable,
+    set_deep,
+    take_pins,
+)
+from engram_mcp.conformance._cli_run import reference_target
 from engram_mcp.conformance._connect import ERAS, Connection, parse_target
 from engram_mcp.conformance._console import Console
+from engram_mcp.conformance._defaults import EXIT_UNREACHABLE, EXIT_USAGE, check_ids
 from engram_mcp.conformance._findings import leveled
 from engram_mcp.conformance._host import ReferenceConfirmation, references_from_profile
 from engram_mcp.conformance._ids import requirement_ids, unknown_baseline_errors, unknown_prefix_errors
+from engram_mcp.conformance._needs import Needs, tool_name
 from engram_mcp.conformance._preflight import preflight
 from engram_mcp.conformance._profile import Profile, ProfileError, load_profile
+from engram_mcp.conformance._readiness import case_tools, unmet
 from engram_mcp.conformance._report import write_reports
-from engram_mcp.conformance._run import (  # re-exported: older imports read the model from here
-    EXIT_CONFORMANT,
-    EXIT_INCOMPLETE,
-    EXIT_MUST_FAILED,
-    EXIT_NOT_ENGRAM,
-    EXIT_STALE,
-    EXIT_UNREACHABLE,
-    EXIT_USAGE,
-    Result,
-    Run,
-    utc_now,
-)
+from engram_mcp.conformance._run import Result, Run, utc_now  # Result, Run: re-exported for older imports
 from engram_mcp.conformance._status import (
     apply_baseline,
     expected_to_fail,
@@ -53,12 +55,12 @@ from engram_mcp.conformance._status import (
 )
 from engram_mcp.conformance._tracker import RecordingHost, Tracker
 from engram_mcp.conformance._verdicts import exit_code, summary_lines
-from engram_mcp.conformance._world import Evidence, World
+from engram_mcp.conformance._world import Evidence, World, answers_since
 from engram_mcp.conformance.hosts import host_from_profile
 from engram_mcp.conformance.plugin import EXPLORE_DEEP, EXPLORE_DEFAULT, REPLAY_CHECK
+from engram_mcp.contract import load
 
-__all__ = ["EXIT_CONFORMANT", "EXIT_INCOMPLETE", "EXIT_MUST_FAILED", "EXIT_NOT_ENGRAM", "EXIT_STALE",
-           "EXIT_UNREACHABLE", "EXIT_USAGE", "Outcome", "Result", "Run", "run_of", "run_suite"]
+__all__ = ["Outcome", "Result", "Run", "run_of", "run_suite"]
 
 SUITE = Path(__file__).resolve().parent / "suite"
 PUBLIC_NAME = "engram_mcp.conformance.plugin"  # also the pytest11 entry point's name, so -p finds it loaded
@@ -89,19 +91,22 @@ class _Keep:
         self.run = run_of(session.config)
 
 
-def run_suite(options: Sequence[str], *, verbose: bool = False, quiet: bool = False) -> Outcome:
+def run_suite(options: Sequence[str], *, verbose: bool = False, quiet: bool = False,
+              modules: Sequence[str] | None = None) -> Outcome:
     """Run the conformance suite in this process and return its verdict.
 
     ``options`` are the run's own (``--target``, ``--profile``, ``--era``,
     ``--select``, ``--report-dir``, ...); the pytest plumbing is added here.
     The console speaks in checks (``_console``): one line per family, or a
     live progress display on a terminal; ``verbose`` lists every check,
-    ``quiet`` prints nothing (for callers that print their own summary).
+    ``quiet`` prints nothing (for callers that print their own summary); ``modules`` names the suite modules to
+    collect, for a partial run that needs only those (``_defaults.modules_for``).
     """
     keep = _Keep()
     console = Console(verbose=verbose, quiet=quiet, run_of=run_of)
+    paths = [str(SUITE / module) for module in modules] if modules else [str(SUITE)]
     arguments = [
-        str(SUITE), "-p", PUBLIC_NAME, "-c", os.devnull, "--rootdir", str(SUITE), "--import-mode=importlib",
+        *paths, "-p", PUBLIC_NAME, "-c", os.devnull, "--rootdir", str(SUITE), "--import-mode=importlib",
         "-p", "no:cacheprovider", "-p", "no:randomly", "-q", "--no-header", "--tb=no",
         "-W", "ignore::pytest.PytestAssertRewriteWarning", *options,
     ]
@@ -140,15 +145,20 @@ AUTOLOAD_SWITCH = "PYTEST_DISABLE_PLUGIN_AUTOLOAD"
 def pytest_configure(config: pytest.Config) -> None:
     if not config.getoption("--target"):
         return
+    target_text, given = config.getoption("--target"), config.getoption("--profile")
+    if target_text == "reference":  # the bundled reference, on a configuration of its own, as the CLI runs it
+        scratch = Path(tempfile.mkdtemp(prefix="engram-conformance-"))
+        config.add_cleanup(lambda: shutil.rmtree(scratch, ignore_errors=True))
+        target_text, generated = reference_target(scratch / "reference")
+        given = given or str(generated)
     try:
-        given = config.getoption("--profile")
         profile = load_profile(Path(given)) if given else Profile.absent()
         host, confirmer = host_from_profile(profile)
         tracker = Tracker(profile) if profile.given else None
         if tracker is not None:  # every binding the host mints, the contract model learns
             host = RecordingHost(host, tracker, profile.purpose_ref)
         references = references_from_profile(profile)
-        target = parse_target(config.getoption("--target"), headers=profile.http_headers)
+        target = parse_target(target_text, headers=profile.http_headers)
         baseline = read_baseline(config.getoption("--expected-failures"))
     except (ProfileError, ValueError, OSError) as problem:
         raise pytest.UsageError(str(problem)) from None
@@ -177,7 +187,12 @@ def pytest_configure(config: pytest.Config) -> None:
     except ValueError as problem:
         raise pytest.UsageError(str(problem)) from None
     run.select = tuple(config.getoption("--select"))
-    run.selected = bool(run.select)
+    tools = [tool_name(tool) for tool in config.getoption("--tool")]
+    if None in tools:
+        raise pytest.UsageError(f"--tool names one of the six tools: {', '.join(load().tools)}")
+    run.tools = tuple(t for t in tools if t is not None)
+    run.fail_fast = config.getoption("--fail-fast")
+    run.selected = bool(run.select or run.tools)
     set_deep(run.deep)
 
 
@@ -193,6 +208,11 @@ def _check_marker(item: pytest.Item) -> tuple[str, tuple[str, ...]] | None:
     return (marker.args[0], marker.args[1]) if marker else None
 
 
+def _needs_of(item: pytest.Item) -> Needs | None:
+    marker = item.get_closest_marker("engram_check")
+    return marker.args[2] if marker is not None and len(marker.args) > 2 else None
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     run = run_of(metafunc.config)
     if run is not None and "era" in metafunc.fixturenames:
@@ -203,9 +223,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     run = run_of(config)
     if run is None:
         return
-    _refuse_unknown_ids(run, config.getoption("--select"), {m[0] for m in map(_check_marker, items) if m})
+    _refuse_unknown_ids(run, config.getoption("--select"), {m[0] for m in map(_check_marker, items) if m} | check_ids())
     if run.replay is None:  # the replay of a counterexample runs only when one is given: no part of a certification
         items[:] = [item for item in items if (_check_marker(item) or ("",))[0] != REPLAY_CHECK]
+    if run.tools:
+        _keep_the_tools(config, items, frozenset(run.tools))
     wanted = config.getoption("--select")
     if wanted:
         keep: list[pytest.Item] = []
@@ -216,6 +238,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             (keep if any(n.startswith(w) for n in names for w in wanted) else drop).append(item)
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+def _keep_the_tools(config: pytest.Config, items: list[pytest.Item], tools: frozenset[str]) -> None:
+    """--tool: the cases that call one of ``tools``, and the checks that judge whichever tools are served."""
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
+    for item in items:
+        needs = _needs_of(item)
+        callspec = getattr(item, "callspec", None)
+        calls = needs is not None and (needs.judges_served or bool(needs.tools(callspec.params if callspec else {})
+                                                                    & tools))
+        (keep if calls else drop).append(item)
+    config.hook.pytest_deselected(items=drop)
+    items[:] = keep
 
 
 def _refuse_unknown_ids(run: Run, wanted: Sequence[str], checks: set[str]) -> None:
@@ -287,17 +323,52 @@ def world(request: pytest.FixtureRequest, harness: Run, era: str, evidence: Evid
         if not (harness.connection(each).lost or harness.connection(each).stalled):
             _begin_clocks(harness, each, request.session.items)
     marked = _check_marker(request.node)
+    request.node.stash[CALLS_FROM] = (harness.connection(era), len(harness.connection(era).calls))
+    tools = _ready(harness, request.node, era)
     if marked is not None and on_a_clock(marked[0]):
         harness.background.start()  # the first check on a clock: every other check has ended (the suite's order)
-    return _world_maker(harness, harness.connection(era))(evidence)
+    return _world_maker(harness, harness.connection(era))(evidence, tools)
 
 
-def _world_maker(harness: Run, conn: Connection) -> Callable[[Evidence], World]:
-    """Worlds on ``conn`` (one per check, each with its evidence); set to confirm by reference where it must."""
+def _ready(harness: Run, item: pytest.Item, era: str) -> frozenset[str] | None:
+    """The tools the check's case calls, once its needs are met; SKIP (not exercised) or not applicable, saying
+    what is missing, before it makes any call. The tools are kept on the item for its result."""
+    needs = _needs_of(item)
+    if needs is None:
+        return None
+    if era not in needs.eras:
+        not_applicable(f"the check applies to the {' and '.join(ERA_WORDS[e] for e in needs.eras)} only")
+    callspec = getattr(item, "callspec", None)
+    tools = case_tools(harness, needs, callspec.params if callspec is not None else {})
+    item.stash[CASE_TOOLS] = tools
+    if not harness.profile.given or needs.unbound:
+        return tools
+    missing, reason = unmet(harness, tools)
+    if needs.judges_served and not tools:
+        missing, reason = tuple(load().tools), "judges the tools the target serves, and it serves none of the six"
+    if reason is not None:
+        item.stash[MISSING_TOOLS] = missing
+        pytest.skip(reason)
+    home = harness.profile.scope_for(tools)
+    for role in needs.roles:
+        if harness.profile.role(role, home) is None:
+            pytest.skip(harness.profile.lacks(role))
+    return tools
+
+
+ERA_WORDS = {"legacy": "legacy era (initialize)", "modern": "2026-07-28 era"}
+CALLS_FROM = pytest.StashKey[tuple[Connection, int]]()  # the check's session, and how many calls it had made before
+CASE_TOOLS = pytest.StashKey[frozenset[str]]()  # the tools the check's case calls
+MISSING_TOOLS = pytest.StashKey[tuple[str, ...]]()  # those the run could not give it
+
+
+def _world_maker(harness: Run, conn: Connection) -> Callable[..., World]:
+    """Worlds on ``conn`` (one per check, each with its evidence and the tools its case calls); set to confirm by
+    reference where it must."""
     if harness.references is not None and "server-initiated" not in harness.profile.confirmation_modes:
         conn.confirm_by_reference = ReferenceConfirmation(harness.references, harness.profile)
-    return lambda seen: World(conn, harness.host, harness.confirmer, harness.profile, seen,
-                              references=harness.references)
+    return lambda seen, tools=None: World(conn, harness.host, harness.confirmer, harness.profile, seen,
+                                          references=harness.references, tools=tools, served=harness.served)
 
 
 def _begin_clocks(harness: Run, era: str, items: Sequence[pytest.Item]) -> None:
@@ -305,6 +376,13 @@ def _begin_clocks(harness: Run, era: str, items: Sequence[pytest.Item]) -> None:
     if era in harness.clocks_begun:
         return
     harness.clocks_begun.add(era)
+    needs = {marked[0]: found for item in items if (marked := _check_marker(item)) and (found := _needs_of(item))}
+
+    def tools_of(check_id: str, params: dict[str, Any]) -> frozenset[str] | None:
+        declared = needs.get(check_id)
+        return case_tools(harness, declared, params) if declared is not None else None
+
+    harness.head_starts.tools_of = harness.background.tools_of = tools_of
     cases = _cases_in_era(items, era)
     harness.head_starts.begin(era, {check_id for check_id, _ in cases}, _world_maker(harness, harness.connection(era)))
     queued = harness.background.begin(era, cases, lambda: _world_maker(harness, harness.background_session(era)),
@@ -390,11 +468,19 @@ def _conclude(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.Tes
     evidence = item.funcargs.get("evidence") if hasattr(item, "funcargs") else None
     result = _leveled(Result(check_id, requirements, era, status, item.nodeid, report.duration, message,
                              dict(evidence.items) if isinstance(evidence, Evidence) else {},
-                             not_applicable=bool(call.excinfo and call.excinfo.errisinstance(NotApplicable)),
                              pins=pins, case=case,
-                             detail=failure_detail(call.excinfo.value if call.excinfo else None)), run)
+                             detail=failure_detail(call.excinfo.value if call.excinfo else None),
+                             tools=tuple(t for t in load().tools if t in (item.stash.get(CASE_TOOLS, None) or ())),
+                             missing=item.stash.get(MISSING_TOOLS, ())), run)
+    if result.underlying in (Status.FAIL, Status.ERROR, Status.WARN) or result.status is Status.PIN:
+        conn, start = item.stash.get(CALLS_FROM, (None, 0))
+        answers = answers_since(conn, start) if conn is not None else []
+        if answers:
+            result.evidence["answers"] = answers
     run.results.append(result)
     status = result.status
+    if run.fail_fast and status in (Status.FAIL, Status.ERROR):
+        item.session.shouldstop = f"--fail-fast: {result.label} failed"
     properties = [("check", check_id), ("status", status.value), ("requirements", " ".join(requirements))]
     if era:
         properties.append(("era", era))
@@ -406,7 +492,7 @@ def _conclude(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.Tes
     # pytest's own outcome follows the status, so plain pytest and JUnit agree with the verdicts.
     if status in (Status.PASS, Status.WARN, Status.PIN):
         report.outcome = "passed"
-    elif status in (Status.SKIP, Status.BLOCKED, Status.XFAIL):
+    elif status in (Status.SKIP, Status.NA, Status.BLOCKED, Status.XFAIL):
         report.outcome = "skipped"
         report.longrepr = (str(item.path), 0, f"{status.value}: {message}")
     else:

@@ -10,6 +10,7 @@ import threading
 from typing import Any
 
 from engram_mcp.conformance._connect import Connection, EraUnsupported, TargetUnreachable
+from engram_mcp.conformance._profile import ScopeProfile
 from engram_mcp.conformance._run import Run, ServerInfo, as_era
 from engram_mcp.contract import load
 
@@ -55,22 +56,33 @@ def preflight(run: Run) -> None:
         run.unreachable = "the target speaks none of the selected protocol eras: " + "; ".join(
             f"{era}: {why}" for era, why in run.unsupported_eras.items())
     if not run.unreachable:
-        if run.profile.given:
-            run.unreachable = _binding_refused(run) or _grants_differ(run)
-            run.profile_refused = run.unreachable is not None
-        else:
-            run.notes.extend(_unbound_discovery(run))
+        _judge_the_host(run)
     lost = next((conn for conn in run.connections.values() if conn.lost), None)
     if not run.unreachable and lost is not None:  # it died on the preflight's first requests
         run.unreachable, run.profile_refused = lost.lost_reason(), False
 
 
+def _judge_the_host(run: Run) -> None:
+    """With a profile: the binding accepted, the tools served learnt, the grants fitting; without: what an unbound
+    client sees."""
+    if not run.profile.given:
+        run.served = dict.fromkeys(load().tools, None)
+        run.served_how = dict.fromkeys(load().tools, UNKNOWN_WITHOUT_PROFILE)
+        run.notes.extend(_unbound_discovery(run))
+        return
+    run.unreachable = _binding_refused(run)
+    if run.unreachable is None:
+        learn_served(run)
+        run.unreachable = _grants_differ(run)
+    run.profile_refused = run.unreachable is not None
+
+
 BINDING_REFUSED = ("the target refuses this profile's binding — check audience, issuer, key id, trusted key "
                    "(profile keys target.audience, binding.issuer, binding.kid, binding.private_key_file; "
                    "the target must trust the public half of that key under that key id)")
-HOW_TO_PROFILE = ("a host profile (--profile FILE) unlocks the checks that need a host identity: signed bindings, "
-                  "discovery per principal, and every call of the six tools. `engram-reference init DIR` writes an "
-                  "example (DIR/conformance-profile.toml); spec/profile.md documents every key")
+HOW_TO_PROFILE = ("a conformance profile (--profile FILE) unlocks the checks that need a host identity: signed "
+                  "bindings, discovery per principal, and every call of the six tools. `engram-reference init DIR` "
+                  "writes an example (DIR/conformance-profile.toml); spec/profile.md documents every key")
 
 
 Opening = tuple[Connection, "dict[str, Any] | EraUnsupported | TargetUnreachable"]
@@ -107,7 +119,7 @@ def _binding_refused(run: Run) -> str | None:
     """One harmless bound call (tools/list) per era: a target that refuses it with the trusted-context
     error while it answers the unbound one does not accept the profile's binding, and every later
     verdict would blame the target for the profile's mistake."""
-    scope = run.profile.primary or next(iter(run.profile.scopes), None)
+    scope = run.profile.scope_for() or next(iter(run.profile.scopes), None)
     if scope is None:
         return None
     principal = min(scope.principals, default="conformance-agent")
@@ -138,7 +150,7 @@ def _grants_differ(run: Run) -> str | None:
     A target that lists the same tools to everyone, or contradicts its own listing, is left to the checks
     (discovery.granted-tools and the binding checks judge those defects).
     """
-    scope = run.profile.primary
+    scope = run.profile.scope_for()
     if scope is None or not run.connections:
         return None
     contract = load()
@@ -166,6 +178,70 @@ def _grants_differ(run: Run) -> str | None:
         differences.append(f"  {principal}: the profile grants [{', '.join(granted)}]; "
                            f"the target lists and serves [{', '.join(listed)}]")
     return "\n".join([GRANTS_DIFFER.format(scope=scope.label), *differences]) if differences else None
+
+
+UNKNOWN_WITHOUT_PROFILE = "not known: without a conformance profile the harness has no principal to ask with"
+NOT_GRANTED = "not granted: the profile grants it to no principal of a scope with memory on"
+
+
+def learn_served(run: Run) -> None:
+    """Which of the six tools the target serves, asked once before any check (in the first era spoken).
+
+    A tool is served when the target lists it to some principal of the profile; a tool the profile grants but the
+    target lists to no one is called with no arguments under a granted principal (a served tool refuses them as
+    invalid; nothing is stored): answered as an unknown tool (-32602), or with an error result that carries no
+    envelope (an SDK's registry answering a name it does not have), it is not served; answered otherwise, it is
+    not known. A tool the profile grants to no principal cannot be told apart, from outside, from one the target
+    does not have (the contract makes them alike): it is "not granted". The checks that need a tool that is not
+    served, or not granted, are not exercised, each saying so; the grants the profile states for a tool the
+    target does not serve are dropped for the rest of the run (what the model expects of a call of it is then
+    the unknown-tool error, as of any tool not granted)."""
+    conn = next(iter(run.connections.values()))
+    scopes = [s for s in run.profile.scopes if s.memory and s.principals]
+    listed = _listed(run, conn, scopes)
+    for tool in load().tools:
+        holder = next(((s, p) for s in scopes for p in sorted(s.principals) if tool in s.principals[p]), None)
+        if tool in listed:
+            run.served[tool], run.served_how[tool] = True, listed[tool]
+        elif holder is None:
+            run.served[tool], run.served_how[tool] = None, NOT_GRANTED
+        else:
+            run.served[tool], run.served_how[tool] = _probed(run, conn, tool, *holder)
+    dropped = frozenset(tool for tool, served in run.served.items() if served is False)
+    if dropped:
+        run.profile = run.profile.without(dropped)
+        if run.tracker is not None:
+            run.tracker.narrow(run.profile)
+
+
+def _listed(run: Run, conn: Connection, scopes: list[ScopeProfile]) -> dict[str, str]:
+    """tool -> where it is listed, asking the principals with the most grants first, until all six are found."""
+    tools = load().tools
+    listed: dict[str, str] = {}
+    for scope in scopes:
+        for principal in sorted(scope.principals, key=lambda p: (-len(scope.principals[p]), p)):
+            if set(tools) <= listed.keys():
+                return listed
+            for name in _names(conn.list_tools(run.host.meta(scope, principal))):
+                if name in tools:
+                    listed.setdefault(name, f"listed to {principal} in {scope.label}")
+    return listed
+
+
+def _probed(run: Run, conn: Connection, tool: str, scope: ScopeProfile, principal: str) -> tuple[bool | None, str]:
+    """Whether a tool listed to no one is served, from a call of it with no arguments, and how that was learnt."""
+    unknown = load().protocol_errors["unknown_tool"].jsonrpc_code
+    reply = conn.call(tool, {}, run.host.meta(scope, principal), answer="decline", judged=False)
+    said = reply.said()
+    no_envelope = reply.kind == "result" and not isinstance(reply.envelope, dict)
+    # A refused binding (-32603) says nothing of the tool: it stays "not known", so that the checks run and fail
+    # on the requirement the refusal breaks, instead of dropping the grant and hiding it.
+    if (reply.kind == "error" and reply.code == unknown) or (no_envelope and (reply.result or {}).get("isError")):
+        return False, (f"not served: listed to no principal, and a call of it by {principal} in {scope.label} was "
+                       f"answered {said}")
+    if reply.kind == "result":
+        return True, f"served though listed to no principal: a call of it was answered {said}"
+    return None, f"not known: a call of it was answered {said}"
 
 
 def _names(reply: Any) -> list[str]:
@@ -197,7 +273,7 @@ def _unbound_discovery(run: Run) -> list[str]:
         reply = conn.list_tools(None)
         listings[era] = [_names(reply)]
         if reply.kind != "result":
-            notes.append(f"{era} era: tools/list without a binding was answered {reply.kind} {reply.code!r}")
+            notes.append(f"{era} era: tools/list without a binding was answered {reply.said()}")
             continue
         names = listings[era][0]
         offered = [n for n in names if n in six]

@@ -1,7 +1,8 @@
-"""The target's host profile: how to bind calls, and the scopes, principals and policies it serves.
+"""The target's conformance profile: how to bind calls, and the scopes, principals and policies it serves.
 
-A profile states facts about the target's configuration; checks pick the
-scopes they need by role, and are SKIPPED with the reason when the profile
+A profile states facts about the target's configuration; a check works in the
+scope that fits the tools it calls (``Profile.scope_for``) and picks the others it
+needs by role (``_needs.ROLES``); it is SKIPPED with the reason when the profile
 has no scope in that role. The format is schemas/data/profile.schema.json,
 documented key by key in spec/profile.md; a profile that breaks it is refused
 with the file, the key path and the line. A run without a profile uses
@@ -15,20 +16,22 @@ import difflib
 import json
 import re
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from engram_mcp.conformance._errors import ConformanceError
+from engram_mcp.conformance._needs import ADMIT, CAPTURE, GET, ROLES, SEARCH, TOOLS, short
+from engram_mcp.conformance._words import spoken
 from engram_mcp.contract import load
 
-ALL_TOOLS = frozenset(load().tools)
+ALL_TOOLS = frozenset(TOOLS)
 ACCEPTS_BENIGN = frozenset({"accept", "secret-scan"})
 REJECTS_SECRETS = frozenset({"reject", "secret-scan"})
 
 
-NEEDS_PROFILE = "needs a host profile (--profile)"
+NEEDS_PROFILE = "needs a conformance profile (--profile)"
 CONFIRMATION_DEFAULTS = {key: spec["default"] for key, spec in
                          load().data_schema("profile")["properties"]["confirmation"]["properties"].items()
                          if "default" in spec}
@@ -68,7 +71,7 @@ class ScopeProfile:
         """A principal granted at least these tools (and able to capture, if capture is among them),
         preferring the one granted the most."""
         fits = [p for p, granted in self.principals.items() if set(tools) <= granted
-                and not ("engram_memory_capture" in tools and p in self.capture_denied)]
+                and not (CAPTURE in tools and p in self.capture_denied)]
         return max(fits, key=lambda p: (len(self.principals[p]), p), default=None)
 
     def limited_principal(self) -> str | None:
@@ -90,6 +93,11 @@ class Profile:
     confirmation_modes: frozenset[str] = frozenset(CONFIRMATION_DEFAULTS["modes"])
     reference_ttl_seconds: int = load().limit("confirmation.ttl.max")
 
+    def without(self, tools: frozenset[str]) -> Profile:
+        """This profile with ``tools`` granted to no one: what a target that does not serve them can be judged by."""
+        return replace(self, scopes=tuple(replace(s, principals={p: granted - tools for p, granted in
+                                                                  s.principals.items()}) for s in self.scopes))
+
     @classmethod
     def absent(cls) -> Profile:
         """The profile of a run without one: it binds nothing and serves no role."""
@@ -97,62 +105,94 @@ class Profile:
                    purpose_ref=BINDING_DEFAULTS["purpose_ref"], given=False)
 
     def lacks(self, role: str) -> str:
-        """Why a check that needs a scope in this role cannot run, and what would unlock it."""
+        """Why a check that needs a scope (or principal) in this role cannot run, and what would unlock it; ``role``
+        is a name of ``_needs.ROLES`` or words that say what the check needs."""
+        words = ROLES.get(role, role)
         if not self.given:
-            return f"{NEEDS_PROFILE}: a {role} scope"
+            return f"{NEEDS_PROFILE}: the check needs {words}"
         where = self.path.name if self.path else "the profile"
-        return f"the profile has no {role} scope: add one to {where} (spec/profile.md)"
+        return f"the check needs {words}: {where} has none (spec/profile.md says how to add one)"
 
     # -- roles ---------------------------------------------------------------
 
     def find(self, predicate: Callable[[ScopeProfile], bool]) -> ScopeProfile | None:
         return next((s for s in self.scopes if predicate(s)), None)
 
-    @property
-    def primary(self) -> ScopeProfile | None:
-        """Memory on, every tool granted to one principal, no gate on capture or admission, benign content admitted."""
+    def scope_for(self, tools: Iterable[str] = ()) -> ScopeProfile | None:
+        """The scope a check works in: memory on, one principal granted every tool the check calls (and the
+        authority to capture, when it captures), none of those tools gated by the host's policy, and benign content
+        admitted when it asks for admission. A check that calls no tool needs a memory-on scope with a principal."""
+        tools = frozenset(tools)
         return self.find(
-            lambda s: s.memory and s.principal_with(ALL_TOOLS) is not None and not s.confirm_capture
-            and not s.confirm_admission and s.admission_policy in ACCEPTS_BENIGN
+            lambda s: s.memory and bool(s.principals) and s.principal_with(tools) is not None
+            and not (CAPTURE in tools and s.confirm_capture) and not (ADMIT in tools and s.confirm_admission)
+            and (ADMIT not in tools or s.admission_policy in ACCEPTS_BENIGN)
         )
 
-    def sibling_workspace(self) -> ScopeProfile | None:
-        primary = self.primary
-        if primary is None:
+    @staticmethod
+    def scope_words(tools: Iterable[str] = ()) -> str:
+        """What ``scope_for(tools)`` looks for, in the words a reason uses."""
+        tools = frozenset(tools)
+        if not tools:
+            return "a scope with memory on and a principal"
+        gated = [t for t in (CAPTURE, ADMIT) if t in tools]
+        return (f"a principal granted {short(sorted(tools, key=TOOLS.index))} in a scope with memory on"
+                + (f", where {short(gated)} {'needs' if len(gated) == 1 else 'need'} no human confirmation"
+                   if gated else "")
+                + (" and benign content is admitted" if ADMIT in tools else ""))
+
+    def role(self, name: str, home: ScopeProfile | None = None) -> Any:
+        """The scope (or scope and principal) the profile gives a role of ``_needs.ROLES``, or None."""
+        return {
+            "second-workspace": lambda: self.sibling_workspace(home),
+            "second-tenant": lambda: self.other_tenant(home),
+            "memory-off": self.opted_out,
+            "gated-capture": self.gated_capture,
+            "gated-admission": self.gated_admission,
+            "adjudicating": self.adjudicating,
+            "secret-rejecting": self.rejecting_secrets,
+            "capture-denied": self.capture_denied,
+            "limited-principal": lambda: home.limited_principal() if home is not None else None,
+            "second-principal": lambda: None if home is None else next(
+                (p for p in sorted(home.principals) if p != home.principal_with(set())), None),
+        }[name]()
+
+    def sibling_workspace(self, home: ScopeProfile | None = None) -> ScopeProfile | None:
+        home = home or self.scope_for()
+        if home is None:
             return None
         return self.find(
-            lambda s: (
-                s.memory and s.tenant == primary.tenant and s.workspace != primary.workspace and bool(s.principals)
-            )
+            lambda s: s.memory and s.tenant == home.tenant and s.workspace != home.workspace and bool(s.principals)
         )
 
-    def other_tenant(self) -> ScopeProfile | None:
-        primary = self.primary
-        if primary is None:
+    def other_tenant(self, home: ScopeProfile | None = None) -> ScopeProfile | None:
+        home = home or self.scope_for()
+        if home is None:
             return None
-        return self.find(lambda s: s.memory and s.tenant != primary.tenant and bool(s.principals))
+        return self.find(lambda s: s.memory and s.tenant != home.tenant and bool(s.principals))
 
     def opted_out(self) -> ScopeProfile | None:
         return self.find(lambda s: not s.memory)
 
     def gated_capture(self) -> ScopeProfile | None:
-        return self.find(
-            lambda s: s.memory and s.confirm_capture and s.principal_with({"engram_memory_capture"}) is not None
-        )
+        return self.find(lambda s: s.memory and s.confirm_capture and s.principal_with({CAPTURE}) is not None)
+
+    def gated_admission(self) -> ScopeProfile | None:
+        return self.find(lambda s: s.memory and s.confirm_admission and s.principal_with({CAPTURE, ADMIT}) is not None)
 
     def adjudicating(self) -> ScopeProfile | None:
         return self.find(lambda s: s.memory and s.admission_policy == "adjudicate"
-                         and s.principal_with({"engram_memory_capture", "engram_memory_request_admission"}) is not None
+                         and s.principal_with({CAPTURE, ADMIT}) is not None
                          and not s.confirm_capture and not s.confirm_admission)
 
     def capture_denied(self) -> tuple[ScopeProfile, str] | None:
         """A scope with memory on and a principal granted capture there without the authority to capture."""
         return next(((s, p) for s in self.scopes if s.memory for p in sorted(s.capture_denied)
-                     if "engram_memory_capture" in s.principals.get(p, frozenset())), None)
+                     if CAPTURE in s.principals.get(p, frozenset())), None)
 
     def rejecting_secrets(self) -> ScopeProfile | None:
         return self.find(lambda s: s.memory and s.admission_policy in REJECTS_SECRETS and not s.confirm_capture
-                         and not s.confirm_admission and s.principal_with(ALL_TOOLS) is not None)
+                         and not s.confirm_admission and s.principal_with({CAPTURE, ADMIT, GET, SEARCH}) is not None)
 
 
 def _defaults(schema: Mapping[str, Any]) -> dict[str, Any]:
@@ -324,7 +364,7 @@ def _explain(error: Any, at: KeyPath) -> list[tuple[KeyPath, str]]:  # noqa: PLR
         out = []
         for key in sorted(set(instance) - set(known)):
             guess = difflib.get_close_matches(key, known, n=1)
-            hint = f"did you mean {guess[0]!r}?" if guess else f"this table takes {', '.join(known)}"
+            hint = f"did you mean {spoken(guess[0])}?" if guess else f"this table takes {', '.join(known)}"
             out.append(((*at, key), f"unknown key ({hint})"))
         return out
     if error.validator == "dependentRequired" and isinstance(instance, dict):

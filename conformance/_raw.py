@@ -20,6 +20,7 @@ from mcp.client.stdio import get_default_environment
 from mcp.shared.inbound import MCP_METHOD_HEADER, MCP_NAME_HEADER, NAME_BEARING_METHODS, encode_header_value
 
 from engram_mcp.conformance._connect import Era, Reply, Target
+from engram_mcp.conformance._words import quoted
 
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
@@ -37,14 +38,32 @@ def _text(message: dict[str, Any]) -> str:
 
 
 _NOT_JSONRPC = object()
+QUOTED = 120  # characters of an offending line a frame problem quotes
+
+
+class Unreadable(str):
+    """A line the harness's JSON reader could not take in (nested deeper than it goes): why, in words."""
+
+
+def loads(line: str) -> Any:
+    """One line as JSON; ``Unreadable`` (with why) for JSON nested past what the reader takes, which no message of
+    the contract's comes near; ValueError for text that is no JSON at all."""
+    try:
+        return json.loads(line)
+    except RecursionError:
+        return Unreadable(f"a line nested deeper than the harness's JSON reader goes ({len(line)} characters, "
+                          f"beginning {quoted(line, QUOTED)}): no MCP message needs that depth")
 
 
 def _parsed_jsonrpc(line: str) -> Any:
-    """One stdout line as the JSON-RPC 2.0 message (or batch) it holds, or ``_NOT_JSONRPC`` when it holds none."""
+    """One stdout line as the JSON-RPC 2.0 message (or batch) it holds, ``_NOT_JSONRPC`` when it holds none, or
+    ``Unreadable`` when the harness cannot read it."""
     try:
-        message = json.loads(line)
+        message = loads(line)
     except ValueError:
         return _NOT_JSONRPC
+    if isinstance(message, Unreadable):
+        return message
     messages = message if isinstance(message, list) and message else [message]
     return message if all(isinstance(m, dict) and m.get("jsonrpc") == "2.0" for m in messages) else _NOT_JSONRPC
 
@@ -78,6 +97,11 @@ class RawSession:
         self.received: list[Any] = []
         self.sent: dict[int, str] = {}
         self.progress_tokens: list[Any] = []
+        # What the harness could not judge: lines it could not read (each with why), requests left unanswered
+        # (their methods), and why the reader stopped before the target's end, if it did.
+        self.unreadable: list[str] = []
+        self.unanswered: list[str] = []
+        self.reader_failed: str | None = None
         self._pumping: threading.Thread | None = None
 
     # -- transport ---------------------------------------------------------------
@@ -99,15 +123,25 @@ class RawSession:
             self._notify("notifications/initialized")
 
     def _pump(self) -> None:
+        """Read every line the target writes, whatever it holds: a line no check can read is recorded as such, and a
+        reader that stops before the target's end says why, so that no check judges a transcript cut short."""
         assert self._process is not None and self._process.stdout is not None
-        for line in self._process.stdout:
-            if line.strip():
-                message = _parsed_jsonrpc(line)  # parsed once: noise for one check, a message for the others
-                if message is _NOT_JSONRPC:
-                    self.noise.append(line.rstrip("\r\n"))
-                else:
-                    self.received.append(message)
-            self._lines.put(line)
+        try:
+            for line in self._process.stdout:
+                if line.strip():
+                    self._take(line)
+                self._lines.put(line)
+        except Exception as problem:  # the stream itself failed: everything after it is unseen
+            self.reader_failed = f"reading the target's stdout failed ({type(problem).__name__})"
+
+    def _take(self, line: str) -> None:
+        message = _parsed_jsonrpc(line)  # parsed once: noise for one check, a message for the others
+        if isinstance(message, Unreadable):
+            self.unreadable.append(str(message))
+        elif message is _NOT_JSONRPC:
+            self.noise.append(line.rstrip("\r\n"))
+        else:
+            self.received.append(message)
 
     def _headers(self, method: str, params: dict[str, Any]) -> dict[str, str]:
         headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
@@ -151,6 +185,14 @@ class RawSession:
         self._write(_text({"jsonrpc": "2.0", "method": method}), method, {})
 
     def _request(self, method: str, params: dict[str, Any]) -> dict[str, Any] | None:
+        """Send one request and wait for its answer; one left unanswered is recorded (the transport checks judge a
+        session whose requests went unanswered as one they could not see whole)."""
+        answer = self._exchange(method, params)
+        if answer is None:
+            self.unanswered.append(method)
+        return answer
+
+    def _exchange(self, method: str, params: dict[str, Any]) -> dict[str, Any] | None:
         self._next_id += 1
         wanted = self._next_id
         self.sent[wanted] = method
@@ -176,9 +218,10 @@ class RawSession:
                 return None
             self._heard = True
             try:
-                messages = [json.loads(line)]
+                read = loads(line)
             except ValueError:
-                messages = []
+                read = None
+            messages = [] if read is None or isinstance(read, Unreadable) else [read]
 
     def _late_answer(self, wanted: int) -> dict[str, Any] | None:
         """The answer to request ``wanted`` if it comes within one more timeout; other lines are passed over."""
@@ -189,7 +232,7 @@ class RawSession:
             except queue.Empty:
                 return None
             try:
-                message = json.loads(line)
+                message = loads(line)
             except ValueError:
                 continue
             if isinstance(message, dict) and message.get("id") == wanted and {"result", "error"} & message.keys():

@@ -13,11 +13,14 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engram_mcp.conformance._certificate import ATTESTATION_FILE
+from engram_mcp.conformance import _defaults
+from engram_mcp.conformance import _readiness as readiness
 from engram_mcp.conformance._checks import SOURCES_SCORED, Status
+from engram_mcp.conformance._defaults import ATTESTATION_FILE
 from engram_mcp.conformance._findings import blamed
 from engram_mcp.conformance._html import html_report
 from engram_mcp.conformance._junit import junit_report
+from engram_mcp.conformance._redact import redact
 from engram_mcp.conformance._verdicts import (
     counts,
     exit_code,
@@ -26,7 +29,6 @@ from engram_mcp.conformance._verdicts import (
     level_of,
     musts,
     profile_label,
-    redact,
     requirement_verdicts,
     spoken_eras,
     summary_lines,
@@ -39,7 +41,7 @@ from engram_mcp.contract import load
 if TYPE_CHECKING:
     from engram_mcp.conformance._run import Run
 
-REPORT_FILES = ("report.jsonl", "report.md", "certificate.md", "report.html", "junit.xml", "badge.json")
+REPORT_FILES = _defaults.REPORT_FILES
 
 
 def write_reports(run: Run, directory: Path) -> None:
@@ -61,8 +63,10 @@ def write_reports(run: Run, directory: Path) -> None:
                 "duration": round(r.duration, 4), "evidence": redact(r.evidence)}
         if r.detail:
             line["detail"] = r.detail  # the failure's lines after its one-line verdict (message)
-        if r.not_applicable:
-            line["not_applicable"] = True
+        if r.tools:
+            line["tools"] = list(r.tools)  # the Engram tools the case calls, as its check declares them
+        if r.missing:
+            line["missing_tools"] = list(r.missing)  # those the run could not give it: why it was not exercised
         if r.pins:
             line["pins"] = {rid: ("FAIL: " + "; ".join(m)) if m else "PASS" for rid, m in r.pins.items()}
         if r.raw is not None:
@@ -73,7 +77,8 @@ def write_reports(run: Run, directory: Path) -> None:
     scored = musts(verdicts)
     footer = {"type": "footer", "exit_code": code, "verdict": verdict_line(run, code), "unreachable": run.unreachable,
               "counts": counts(run), "scored_musts": tally(scored),
-              "profile_pins": tally(musts(verdicts, scored=False, source="profile")),
+              "tools": [row.as_data() for row in readiness.rows(run, scored)],
+              "pins": tally(musts(verdicts, scored=False, source="pin")),
               "requirements": verdicts}
     lines.append(footer)
     jsonl = "".join(json.dumps(x, ensure_ascii=False, sort_keys=True) + "\n" for x in lines)
@@ -122,7 +127,7 @@ def markdown_report(run: Run, verdicts: dict[str, dict[str, Any]], code: int) ->
                  6: "Conformance report (not an Engram memory server)",
                  0: "Conformance report (failures expected by the baseline) — not a certificate"}[code]
     scored = {rid: v for rid, v in verdicts.items() if v["scored"]}
-    pins = {rid: v for rid, v in verdicts.items() if v["source"] == "profile" and not v["scored"]}
+    pins = {rid: v for rid, v in verdicts.items() if v["source"] == "pin" and not v["scored"]}
     gaps = "\n".join(f"- {reason} → {unlock}: {', '.join(ids)}"
                      for reason, unlock, ids in grouped_gaps(musts(verdicts)))
     table_head = ("| Requirement | Level | Source | Contract status | Outcome | Worst check |\n"
@@ -137,7 +142,7 @@ def markdown_report(run: Run, verdicts: dict[str, dict[str, Any]], code: int) ->
         f"- Server identity: {run.server_identity or 'not given by the target'}\n"
         f"- Eras exercised: {', '.join(spoken_eras(run)) or 'none'} (asked: {', '.join(run.eras)})\n"
         f"- Profile: {profile_label(run)}\n"
-        f"- Date: {started}" + (f" to {finished}" if finished else "") + " (UTC)\n"
+        f"- Date: {started or 'not started'}" + (f" to {finished}" if finished else "") + " (UTC)\n"
         + (f"- Selection: {', '.join(f'`{s}`' for s in run.select)}\n" if run.select else "")
         + f"- Deep mode: {'yes' if run.deep else 'no'}; seed: {run.seed}; harness: {run.harness_version}\n"
         f"- Exit code: {code}\n"
@@ -147,9 +152,10 @@ def markdown_report(run: Run, verdicts: dict[str, dict[str, Any]], code: int) ->
         + "\n```\n" + "\n".join(summary_lines(run)[1:]) + "\n```\n\n"
         "Requirements marked unverified by the contract are reported, not scored"
         + (" (scored here: --strict)" if run.strict else "") + ".\n\n"
+        + (f"## Tools\n\n{readiness.markdown(run, musts(verdicts))}\n\n" if run.served else "")
         + (f"## Scored MUSTs not exercised\n\n{gaps}\n\n" if gaps else "")
         + f"## Scored requirements ({level} level)\n\n{table_head}{_rows(scored)}\n\n"
-        + (f"## Profile pins (this project's choices; not scored at the contract level)\n\n{table_head}"
+        + (f"## Pins (this project's choices; not scored at the contract level)\n\n{table_head}"
            f"{_rows(pins)}\n\n" if pins else "")
         + "## Other requirements (unverified or not scored)\n\n" + table_head
         + _rows({rid: v for rid, v in verdicts.items() if rid not in scored and rid not in pins}) + "\n"

@@ -35,13 +35,13 @@ import hashlib
 import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from engram_mcp.conformance._background import Background
 from engram_mcp.conformance._checks import Status
 from engram_mcp.conformance._connect import ERAS, Connection, Era, Target
+from engram_mcp.conformance._defaults import harness_version
 from engram_mcp.conformance._findings import is_bundled_reference
 from engram_mcp.conformance._fuzz.vocabulary import GET
 from engram_mcp.conformance._head_start import HeadStarts
@@ -50,22 +50,12 @@ from engram_mcp.conformance._pool import OneAtATime, SessionPool
 from engram_mcp.conformance._profile import Profile
 from engram_mcp.conformance._raw import RawSession
 from engram_mcp.conformance._tracker import Tracker
+from engram_mcp.conformance._words import spoken
 
-EXIT_CONFORMANT, EXIT_MUST_FAILED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_STALE, EXIT_INCOMPLETE = 0, 1, 2, 3, 4, 5
 CONCURRENT_CLIENTS = 3  # the sessions explore.concurrent drives side by side
-EXIT_NOT_ENGRAM = 6  # the target answers MCP but offers none of the six Engram memory tools
-DISTRIBUTION = "engram-memory-mcp"
 # The transport names the MCP specification uses, per kind of target.
 TRANSPORTS = {"stdio": "stdio", "http": "streamable-http"}
 _DISCOVER_SERVER_INFO = "io.modelcontextprotocol/serverInfo"  # where server/discover results carry it
-
-
-def harness_version() -> str:
-    """The installed package's version: the one number the harness reports everywhere."""
-    try:
-        return metadata.version(DISTRIBUTION)
-    except metadata.PackageNotFoundError:  # a source tree that was never installed
-        return "0+unknown"
 
 
 def file_digest(path: Path) -> str:
@@ -84,7 +74,7 @@ def as_era(era: str) -> Era:
     for known in ERAS:
         if known == era:
             return known
-    raise ValueError(f"unknown protocol era {era!r}")
+    raise ValueError(f"unknown protocol era {spoken(era)}")
 
 
 def utc_now() -> datetime:
@@ -124,11 +114,17 @@ class Result:
     duration: float
     message: str = ""
     evidence: dict[str, Any] = field(default_factory=dict)
-    not_applicable: bool = False  # a SKIP that says the requirement has nothing to exercise in this run
     pins: dict[str, list[str]] = field(default_factory=dict)  # profile requirement -> failed pin messages
     case: str | None = None  # the parametrised case without its era; None when the check runs once per era
     detail: str = ""  # a failure's lines after its one-line verdict (message), bounded: see _status.failure_detail
     raw: Status | None = None  # what the check's own assertions concluded, when the status shown differs (PIN)
+    tools: tuple[str, ...] = ()  # the Engram tools this case calls (its declaration, ``_needs``)
+    missing: tuple[str, ...] = ()  # those the run could not give it (not served, or granted to no principal)
+
+    @property
+    def not_applicable(self) -> bool:
+        """The requirement has nothing to exercise in this run (N/A): never a gap."""
+        return self.underlying is Status.NA
 
     @property
     def underlying(self) -> Status:
@@ -169,6 +165,8 @@ class Run:
     explore_shrink: int = 60  # executions a failed exploration may spend shrinking its counterexample
     selected: bool = False  # a --select run: a partial report, never a certificate
     select: tuple[str, ...] = ()  # the --select prefixes
+    tools: tuple[str, ...] = ()  # the --tool names: only the checks of these tools run
+    fail_fast: bool = False  # --fail-fast: the run stops at the first check that fails
     started_at: datetime = field(default_factory=utc_now)
     finished_at: datetime | None = None
     server_info: dict[str, ServerInfo] = field(default_factory=dict)  # era -> what the target called itself
@@ -198,6 +196,10 @@ class Run:
     background: Background = field(default_factory=Background)  # checks run whole on a session of their own
     clocks_begun: set[str] = field(default_factory=set)  # eras whose head starts and background checks have begun
     tracker: Tracker | None = None  # the contract model judging every tools/call, when the run has a host identity
+    # Which of the six tools the target serves (``_preflight.learn_served``): True, False, or None when the harness
+    # could not tell (no profile, or no principal granted the tool); how it was learnt, in words, beside it.
+    served: dict[str, bool | None] = field(default_factory=dict)
+    served_how: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.transports:

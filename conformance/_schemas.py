@@ -13,9 +13,9 @@ Fixtures refused only by rules JSON Schema cannot express (UTF-8 byte bounds,
 NFC, calendar instants, the cross-field rules of spec/rules.json) are not asked
 of the advertised schema: the contract's schema is run through the same plain
 validator, which ignores the project's x- keywords, and only what it refuses
-must be refused. Nor are fixtures its schema refuses only for a profile pin
+must be refused. Nor are fixtures its schema refuses only for a pin
 (see _pins: a candidate_id outside this project's form, a capability_policy
-lacking a member): those refusals are reported as the pins, for --level profile.
+lacking a member): those refusals are reported as the pins, for --level pins.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class Case:
     label: str
     arguments: Any
     accept: bool  # what the contract's schema says at the schema level
-    pins: tuple[str, ...] = ()  # profile pins the refusal rests on alone: not asked at the contract level
+    pins: tuple[str, ...] = ()  # pins the refusal rests on alone: not asked at the contract level
 
 
 def validator(schema: Any, name: str) -> Draft202012Validator:
@@ -130,7 +130,7 @@ def _fixture_case(tool: str, contract: Draft202012Validator, entry: dict[str, An
 
 
 def pinned_verdicts(tool: str, schema: Any) -> list[tuple[str, bool, str]]:
-    """For each case refused only by a profile pin: the pin, whether the advertised schema refuses it too, and the case.
+    """For each case refused only by a pin: the pin, whether the advertised schema refuses it too, and the case.
     Empty when the schema is unusable (disagreement says so)."""
     try:
         checker = validator(schema, tool)
@@ -141,7 +141,7 @@ def pinned_verdicts(tool: str, schema: Any) -> list[tuple[str, bool, str]]:
 
 def disagreement(tool: str, schema: Any) -> str | None:
     """The first case on which the advertised input schema and the contract's disagree, or why it is unusable.
-    Refusals that rest on a profile pin alone are left to pinned_verdicts."""
+    Refusals that rest on a pin alone are left to pinned_verdicts."""
     try:
         checker = validator(schema, tool)
         for case in cases(tool):

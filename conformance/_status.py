@@ -10,12 +10,12 @@ stale baseline is noticed.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
-from engram_mcp.conformance._checks import Blocked, Status, is_should_only
+from engram_mcp.conformance._checks import Blocked, NotApplicable, Status, is_should_only
 from engram_mcp.conformance._connect import leaf_exceptions
+from engram_mcp.conformance._ids import read_baseline  # noqa: F401 - the plugin reads the baseline from here
 from engram_mcp.conformance._words import clipped
 
 MESSAGE_LIMIT = 500  # one line of verdict, never a whole assertion dump
@@ -27,14 +27,6 @@ _PYTEST_EXPLANATION = "assert "  # pytest's rewritten assert appends its own exp
 _PYTEST_HINTS = re.compile(
     r"Use -v to get more diff|use -vv to show|^\s*(Full diff:|Omitting \d+ identical items|At index \d+ diff:)")
 UNMET = "a condition of the check did not hold"  # when neither the assertion nor the check says which
-
-
-def read_baseline(path: str | Path | None) -> frozenset[str]:
-    """The baseline file: one entry a line (check, check@era or check@era[case]); ``#`` starts a comment."""
-    if not path:
-        return frozenset()
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
-    return frozenset(entry for entry in (line.split("#", 1)[0].strip() for line in lines) if entry)
 
 
 def expected_to_fail(baseline: frozenset[str], check_id: str, era: str | None, case: str | None = None) -> bool:
@@ -68,7 +60,9 @@ def outcome_status(error: BaseException | None, requirements: tuple[str, ...], u
         return Status.PASS, ""
     if isinstance(error, Blocked):
         return Status.BLOCKED, str(error)
-    if isinstance(error, pytest.skip.Exception):  # NotApplicable is a skip too
+    if isinstance(error, NotApplicable):
+        return Status.NA, _skip_reason(error)
+    if isinstance(error, pytest.skip.Exception):
         return Status.SKIP, _skip_reason(error)
     if isinstance(error, AssertionError):
         return (Status.WARN if is_should_only(requirements) else Status.FAIL), verdict(error, unmet)

@@ -169,6 +169,12 @@ class Tracker:
     def __post_init__(self) -> None:
         self.model = Model(facts_from_profile(self.profile))
 
+    def narrow(self, profile: Profile) -> None:
+        """Judge from now on by ``profile``'s facts: the grants of the tools the target does not serve dropped."""
+        with self._lock:
+            self.profile = profile
+            self.model = Model(facts_from_profile(profile))
+
     # -- the host's side ----------------------------------------------------------------------------------------
 
     def minted(self, meta: Mapping[str, Any], bound: Bound) -> None:

@@ -11,16 +11,14 @@ The report files (``_report``) render what this module concludes.
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from engram_mcp.conformance import _readiness as readiness
 from engram_mcp.conformance._checks import SOURCES_SCORED, Status, worst
-from engram_mcp.conformance._findings import requirement_outcomes
-from engram_mcp.conformance._profile import NEEDS_PROFILE
-from engram_mcp.conformance._run import (
+from engram_mcp.conformance._defaults import (
     EXIT_CONFORMANT,
     EXIT_INCOMPLETE,
     EXIT_MUST_FAILED,
@@ -28,32 +26,23 @@ from engram_mcp.conformance._run import (
     EXIT_STALE,
     EXIT_UNREACHABLE,
 )
+from engram_mcp.conformance._findings import requirement_outcomes
+from engram_mcp.conformance._profile import NEEDS_PROFILE
 from engram_mcp.conformance._words import clipped
 from engram_mcp.contract import load
 
 if TYPE_CHECKING:
     from engram_mcp.conformance._run import Run
 
-_SECRET_KEYS = re.compile(r"binding|token|authorization|_meta|requeststate|request_state|key$", re.I)
 MUST_LEVELS = ("MUST", "MUST NOT")
 # What a requirement's checks concluded, over every era of the run.
 PASSED, FAILED, NOT_EXERCISED = "PASSED", "FAILED", "NOT_EXERCISED"
 NOT_APPLICABLE, EXCLUDED = "NOT_APPLICABLE", "EXCLUDED"
 _EXERCISED_OK = (Status.PASS, Status.WARN, Status.XPASS)
+# The order the checks line counts statuses in: what passed, what failed, what was not exercised, the rest.
+_ORDER = [s.value for s in (Status.PASS, Status.FAIL, Status.ERROR, Status.WARN, Status.PIN, Status.SKIP,
+                            Status.BLOCKED, Status.NA, Status.XFAIL, Status.XPASS)]
 _UNEXERCISED = (Status.SKIP, Status.BLOCKED, Status.ERROR)
-
-
-def redact(value: Any, key: str = "") -> Any:
-    """Evidence as published: no credential, no binding, and no long text."""
-    if _SECRET_KEYS.search(key):
-        return "[redacted]"
-    if isinstance(value, dict):
-        return {k: redact(v, str(k)) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [redact(v, key) for v in value[:50]]
-    if isinstance(value, str) and len(value) > 200:
-        return value[:200] + f"… [{len(value)} characters]"
-    return value
 
 
 def level_of(run: Run) -> str:
@@ -73,6 +62,7 @@ class _Seen:
     status: Status
     message: str
     not_applicable: bool = False
+    missing: tuple[str, ...] = ()  # the tools the check needed that the run could not give it
 
 
 @dataclass
@@ -81,6 +71,7 @@ class _Gap:
     check_id: str | None
     status: str
     reason: str
+    missing: tuple[str, ...] = ()
 
 
 @dataclass
@@ -93,12 +84,15 @@ def _seen_by_requirement(run: Run) -> dict[str, list[_Seen]]:
     seen: dict[str, list[_Seen]] = defaultdict(list)
     for result in run.results:
         for rid, (status, message) in requirement_outcomes(result).items():
-            seen[rid].append(_Seen(result.check_id, result.era, status, message, result.not_applicable))
+            seen[rid].append(_Seen(result.check_id, result.era, status, message, result.not_applicable,
+                                   result.missing))
     return seen
 
 
 def _unlock(gap: _Gap, selected: bool) -> str:
     """What would let the requirement be exercised, from the status and the check's own message."""
+    if gap.missing:
+        return "serve the tools it needs, and grant them to a principal of the profile"
     if gap.status == "NOT_RUN":
         return "run without --select" if selected else "no check of this requirement ran in this era"
     if gap.status == "BLOCKED":
@@ -133,7 +127,7 @@ def _judge(entry: dict[str, Any], seen: list[_Seen], eras: list[str], selected: 
         applicable = True
         blocking = [s for s in counted if s.status in _UNEXERCISED]
         for s in blocking:
-            gaps.append(_Gap(era, s.check_id, s.status.value, s.message or s.status.value))
+            gaps.append(_Gap(era, s.check_id, s.status.value, s.message or s.status.value, s.missing))
         if not blocking and not any(s.status in _EXERCISED_OK for s in counted):
             gaps.append(_Gap(era, None, "NOT_RUN", "not run (--select)" if selected else "no check ran"))
     if gaps:
@@ -159,7 +153,8 @@ def requirement_verdicts(run: Run) -> dict[str, dict[str, Any]]:
             "scored": (entry["status"] == "established" or run.strict) and entry["source"] in sources,
             "verdict": verdict, "outcome": judged.outcome,
             "not_exercised": [{"era": g.era, "check": g.check_id, "status": g.status, "reason": g.reason,
-                               "unlock": _unlock(g, selected)} for g in judged.gaps],
+                               "unlock": _unlock(g, selected), **({"missing": list(g.missing)} if g.missing else {})}
+                              for g in judged.gaps],
         }
     return verdicts
 
@@ -172,8 +167,9 @@ def musts(verdicts: dict[str, dict[str, Any]], *, scored: bool = True,
 
 
 def tally(verdicts: dict[str, dict[str, Any]]) -> dict[str, int]:
-    """passed + failed + not exercised + excluded (unobservable, or not applicable to this run) = total."""
-    counted = {"total": len(verdicts), "passed": 0, "failed": 0, "not_exercised": 0, "excluded": 0,
+    """passed + failed + not exercised = scored; scored + excluded (unobservable, or not applicable to this run)
+    = total."""
+    counted = {"total": len(verdicts), "scored": 0, "passed": 0, "failed": 0, "not_exercised": 0, "excluded": 0,
                "unobservable": 0, "not_applicable": 0}
     for v in verdicts.values():
         outcome = v["outcome"]
@@ -186,6 +182,7 @@ def tally(verdicts: dict[str, dict[str, Any]]) -> dict[str, int]:
         else:
             counted["excluded"] += 1
             counted["unobservable" if outcome == EXCLUDED else "not_applicable"] += 1
+    counted["scored"] = counted["passed"] + counted["failed"] + counted["not_exercised"]
     return counted
 
 
@@ -201,7 +198,9 @@ def exit_code(run: Run) -> int:
         return EXIT_STALE
     if any(r.status is Status.ERROR for r in run.results):
         return EXIT_UNREACHABLE
-    if run.selected or any(v["outcome"] == NOT_EXERCISED for v in scored.values()):
+    # A server that does not serve all six tools is never certified, whatever its checks concluded.
+    partly_served = any(served is not True for served in run.served.values())
+    if run.selected or partly_served or any(v["outcome"] == NOT_EXERCISED for v in scored.values()):
         return EXIT_INCOMPLETE
     return EXIT_CONFORMANT
 
@@ -232,15 +231,22 @@ def counts(run: Run) -> dict[str, int]:
     return dict(tally_)
 
 
+NEEDS_TOOLS = ("checks that need a tool the target does not serve, or the profile grants to no principal (the tools "
+               "table says which)")
+
+
 def grouped_gaps(verdicts: dict[str, dict[str, Any]]) -> list[tuple[str, str, list[str]]]:
-    """(reason, unlock, ["EMC-X (era)", …]) for the not-exercised scored MUSTs, grouped by reason."""
+    """(reason, unlock, ["EMC-X (era)", …]) for the not-exercised scored MUSTs, grouped by reason; every gap of a
+    check that needed a tool the run could not give is one reason, said once."""
     groups: dict[tuple[str, str], list[str]] = defaultdict(list)
     for rid, v in sorted(verdicts.items()):
         if v["outcome"] != NOT_EXERCISED:
             continue
         eras_by_reason: dict[tuple[str, str], list[str]] = defaultdict(list)
         for gap in v["not_exercised"]:
-            key = (f"{gap['check'] + ': ' if gap['check'] else ''}{gap['reason']}", gap["unlock"])
+            reason = NEEDS_TOOLS if gap.get("missing") else (
+                f"{gap['check'] + ': ' if gap['check'] else ''}{gap['reason']}")
+            key = (reason, gap["unlock"])
             if gap["era"] not in eras_by_reason[key]:
                 eras_by_reason[key].append(gap["era"])
         for key, eras in eras_by_reason.items():
@@ -248,10 +254,10 @@ def grouped_gaps(verdicts: dict[str, dict[str, Any]]) -> list[tuple[str, str, li
     return [(reason, unlock, ids) for (reason, unlock), ids in groups.items()]
 
 
-def _count_line(label: str, t: dict[str, int], what: str = "") -> str:
-    return (f"{label}: {t['passed']} passed, {t['failed']} failed, {t['not_exercised']} not exercised, "
-            f"{t['excluded']} excluded ({t['unobservable']} unobservable, {t['not_applicable']} not applicable "
-            f"to this run) = {t['total']}{what}")
+def _count_line(label: str, t: dict[str, int]) -> str:
+    return (f"{label}: {t['passed']} passed, {t['failed']} failed, {t['not_exercised']} not exercised "
+            f"(of {t['scored']}); {t['excluded']} more excluded ({t['unobservable']} not observable on the wire, "
+            f"{t['not_applicable']} not applicable to this run), {t['total']} in all")
 
 
 def summary_lines(run: Run, *, limit: int = 40) -> list[str]:
@@ -264,17 +270,23 @@ def summary_lines(run: Run, *, limit: int = 40) -> list[str]:
              f"eras: {', '.join(spoken_eras(run)) or 'none'}; transport: {run.target.kind}"
              + ("; deep" if run.deep else "")]
     lines.extend(_what_stopped_the_run(run))
+    if not run.unreachable and not run.not_engram and run.served:
+        lines.append("tools (what the preflight learnt; then the checks that call each):")
+        lines.extend(readiness.table_lines(run, scored))
+        said = readiness.sentence(run, scored)
+        if said:
+            lines.append(said)
     lines.extend(run.notes)
-    ran = ", ".join(f"{k} {v}" for k, v in sorted(counts(run).items()))
+    ran = ", ".join(f"{v} {k}" for k, v in sorted(counts(run).items(), key=lambda kv: _ORDER.index(kv[0])))
     stopped = ", the profile does not fit the target" if run.profile_refused else ", the target was not reached"
     lines.append("checks: " + (ran or "none ran" + (stopped if run.unreachable else "")))
     explored = _explored(run)
     if explored:
         lines.append(explored)
     if run.unreachable and not ran:  # nothing was tried: counting all of it "not exercised" reads as a gap
-        lines.append(f"MUST requirements: none judged ({tally(scored)['total']} scored at the {level} level)")
+        lines.append(f"scored MUSTs: none judged ({tally(scored)['scored']} scored at the {level} level)")
     else:
-        lines.append(_count_line("MUST requirements", tally(scored), f" scored at the {level} level"))
+        lines.append(_count_line(f"scored MUSTs at the {level} level", tally(scored)))
     for rid, v in sorted(scored.items()):
         if v["outcome"] == FAILED:
             lines.append(f"  {'XFAIL' if v['verdict'] == 'XFAIL' else 'FAIL'} {rid}")
@@ -288,11 +300,12 @@ def summary_lines(run: Run, *, limit: int = 40) -> list[str]:
             listed = ", ".join(ids[:12]) + (f", … ({len(ids)} in all)" if len(ids) > 12 else "")
             lines.append(f"  - {clipped(reason, 240)} → {unlock}: {listed}")
     if level == "contract" and not run.unreachable:
-        pins = musts(verdicts, scored=False, source="profile")
-        lines.append(_count_line("profile pins (reported, not scored; --level profile scores them)", tally(pins)))
+        pins = musts(verdicts, scored=False, source="pin")
+        lines.append(_count_line("this project's pins (reported, not scored; --level pins scores "
+                                 "them)", tally(pins)))
         failed_pins = sorted(rid for rid, v in pins.items() if v["outcome"] == FAILED)
         if failed_pins:
-            lines.append("  profile pins failed: " + ", ".join(failed_pins))
+            lines.append("  pins failed: " + ", ".join(failed_pins))
     lines.append(verdict_line(run, code))
     return lines
 
@@ -317,8 +330,9 @@ def _explored(run: Run) -> str | None:
         explored = result.evidence.get("explored") if result.check_id == "explore.sequences" else None
         if isinstance(explored, dict):
             reached = len(result.evidence.get("coverage") or {})
-            parts.append(f"{result.era} {explored.get('calls')} calls in {explored.get('programs')} programs "
-                         f"({explored.get('seconds')} s, {reached} tool/situation/outcome triples)")
+            calls, programs, seconds = (explored.get(key, 0) for key in ("calls", "programs", "seconds"))
+            parts.append(f"{result.era or 'every era'} {calls} calls in {programs} programs ({seconds} s, {reached} "
+                         "tool/situation/outcome triples)")
     return "explored: " + "; ".join(parts) if parts else None
 
 

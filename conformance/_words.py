@@ -1,12 +1,8 @@
-"""Text cut to fit a line, between words: every report and console line shortens through here."""
+"""Text cut to fit a line, between words: every report and console line shortens through here
+(``engram_mcp.contract._words``, shared with the contract model's descriptions of answers)."""
 
 from __future__ import annotations
 
+from engram_mcp.contract._words import answer_words, clipped, os_reason, quoted, spoken
 
-def clipped(text: str, limit: int) -> str:
-    """At most ``limit`` characters, cut between words (never inside one), with an ellipsis when cut."""
-    if len(text) <= limit:
-        return text
-    head = text[:limit - 1]
-    cut = head.rsplit(None, 1)[0] if " " in head.strip() else head
-    return cut.rstrip(" ,;:") + "…"
+__all__ = ["answer_words", "clipped", "os_reason", "quoted", "spoken"]

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from engram_mcp.conformance._checks import Blocked, pin, require
+from engram_mcp.conformance._checks import Blocked, HarnessError, pin, require
 from engram_mcp.conformance._connect import Connection, Reply
 from engram_mcp.conformance._findings import BROKEN_REQUIREMENTS, MODEL_BLAME_ALONE
 from engram_mcp.conformance._host import (
@@ -24,8 +24,10 @@ from engram_mcp.conformance._host import (
     Confirmer,
     HostBinding,
 )
+from engram_mcp.conformance._needs import short
 from engram_mcp.conformance._profile import Profile, ScopeProfile
 from engram_mcp.conformance._tracker import Intent, plant
+from engram_mcp.conformance._words import quoted, spoken
 from engram_mcp.contract import load, record_id
 from engram_mcp.contract.model import Judgement
 
@@ -117,6 +119,10 @@ class World:
     profile: Profile
     evidence: Evidence
     references: ConfirmationReferences | None = None  # set when the profile declares the host-reference mode
+    # The tools the check declares for this case (``_needs``): its scope is one that fits them, and a call of any
+    # other of the six is the harness's mistake. None: a world no check declared (the harness's own calls).
+    tools: frozenset[str] | None = None
+    served: Mapping[str, bool | None] = field(default_factory=dict)  # what the preflight learnt (``Run.served``)
 
     @property
     def era(self) -> str:
@@ -125,30 +131,43 @@ class World:
     # -- scopes ------------------------------------------------------------------
 
     def need(self, found: T | None, role: str) -> T:
-        """A scope (or principal) the check needs; SKIP when the profile has none in that role."""
+        """A scope (or principal) the check needs; SKIP when the profile has none in that role (a name of
+        ``_needs.ROLES``, or words that say what the check needs)."""
         import pytest
 
         if found is None:
             pytest.skip(self.profile.lacks(role))
         return found
 
+    def role(self, name: str) -> Any:
+        """The scope (or scope and principal) of a role of ``_needs.ROLES``; SKIP when the profile has none."""
+        return self.need(self.profile.role(name, self.profile.scope_for(self.tools or ())), name)
+
     @property
-    def primary(self) -> ScopeProfile:
-        return self.need(self.profile.primary, "primary (memory on, all tools, ungated, admitting benign content)")
+    def scope(self) -> ScopeProfile:
+        """The check's own scope: memory on, one principal granted every tool the check calls, none of them gated
+        and benign content admitted where it asks for admission (``Profile.scope_for``)."""
+        tools = self.tools or frozenset()
+        return self.need(self.profile.scope_for(tools), self.profile.scope_words(tools))
 
     def principal(self, scope: ScopeProfile, tools: set[str] | frozenset[str] | None = None) -> str:
         import pytest
 
         name = scope.principal_with(set(tools or ()))
         if name is None:
-            pytest.skip(f"no principal of {scope.label} is granted {sorted(tools or ())}")
+            pytest.skip(f"the check needs a principal of {scope.label} granted {short(sorted(tools or ()))}: "
+                        "the profile grants them to none")
         return name
+
+    def serves(self, *tools: str) -> bool:
+        """Whether the target serves these tools, as far as the preflight learnt (a tool it could not tell counts)."""
+        return all(self.served.get(tool) is not False for tool in tools)
 
     # -- calls -------------------------------------------------------------------
 
     def meta(self, scope: ScopeProfile | None = None, principal: str | None = None, purpose: str | None = None,
              tool: str | None = None) -> dict[str, Any]:
-        scope = scope or self.primary
+        scope = scope or self.scope
         principal = principal or self.principal(scope, {tool} if tool else None)
         return self.host.meta(scope, principal, purpose=purpose)
 
@@ -174,9 +193,12 @@ class World:
     def _call_once(self, tool: str, arguments: Any, scope: ScopeProfile | None, principal: str | None,
                    meta: Mapping[str, Any] | None, answer: Answer, confirm: bool, timeout: float | None,
                    deadline: float | None, stance: Intent) -> Reply:
+        if self.tools is not None and tool in load().tools and tool not in self.tools:
+            raise HarnessError(f"the check calls {tool}, which its declaration (@check uses=…) leaves out: a "
+                               "defect of the harness, fixed in the suite")
         retry_meta = meta
         if meta is None:
-            scope = scope or self.primary
+            scope = scope or self.scope
             principal = principal or self.principal(scope, {tool})
             self._require_offered(tool, scope, principal)
             meta = self.host.meta(scope, principal, deadline=deadline)
@@ -202,7 +224,7 @@ class World:
         A wrong answer fails the check with the model's verdict (the situation, the answer seen, what the contract
         allows there) and blames the requirements it breaks, beside the check's own (``model_alone``: only the
         model's, for a check whose requirements are alternatives the model tells apart); an answer only this
-        project's profile would not give is recorded against its pin, which only --level profile scores."""
+        project's profile would not give is recorded against its pin, which only --level pins scores."""
         judgement = reply.judgement
         if not isinstance(judgement, Judgement):
             raise RuntimeError(f"{what or 'the call'} was sent outside what the contract model can judge")
@@ -284,7 +306,7 @@ class World:
         """The success value of a reply that a later step depends on; BLOCKED otherwise."""
         envelope = reply.envelope
         require(reply.kind == "result" and isinstance(envelope, dict) and envelope.get("ok") is True,
-                f"{what} did not succeed (got {reply.kind} {reply.code!r})")
+                f"{what} did not succeed: it was answered {reply.said()}")
         value = envelope.get("output", {}).get("value")
         require(isinstance(value, dict), f"{what} returned no value")
         return value
@@ -293,7 +315,7 @@ class World:
 
     def capture(self, *, scope: ScopeProfile | None = None, principal: str | None = None,
                 text: str | None = None, **extra: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-        scope = scope or self.primary
+        scope = scope or self.scope
         arguments = capture_arguments(self.profile.purpose_ref, text=text, **extra)
         reply = self.call("engram_memory_capture", arguments, scope=scope, principal=principal)
         return arguments, self.value(reply, "capture")
@@ -313,15 +335,52 @@ class World:
         self, *, text: str | None = None, scope: ScopeProfile | None = None
     ) -> tuple[str, dict[str, Any]]:
         """A record admitted into the scope: (record_id, capture arguments)."""
-        scope = scope or self.primary
+        scope = scope or self.scope
         principal = self.principal(scope, {"engram_memory_capture", "engram_memory_request_admission"})
         arguments, captured = self.capture(scope=scope, principal=principal, text=text)
         outcome = self.admit(captured["candidate_id"], scope=scope, principal=principal)
         if outcome.get("status") != "accepted" or "record_id" not in outcome:
-            raise Blocked(f"admission of benign content in {scope.label} was {outcome.get('status')!r}, not accepted")
+            raise Blocked(f"admission of benign content in {scope.label} was {spoken(outcome.get('status'))}, "
+                          "not accepted")
         return outcome["record_id"], arguments
 
 
 def _names(tools: Any) -> frozenset[str]:
     """The names a tools/list result gives; an entry without a string name offers nothing."""
     return frozenset(t["name"] for t in tools if isinstance(t, dict) and isinstance(t.get("name"), str))
+
+
+# The pin on each protocol error's exact text: the contract names the error by its code and words, the profile
+# pins the text (spec/host-wiring.md, Terms).
+EXACT_TEXT_PIN = {"trusted_context_unavailable": "EMC-HP-077", "unknown_tool": "EMC-HP-018"}
+
+
+def refused_with(reply: Reply, name: str, what: str) -> None:
+    """Assert that ``reply`` is the protocol error ``name`` of spec/errors.json, as the contract asks: its JSON-RPC
+    code, and a message that carries the contract's words for it. The exact text (nothing around it, no part of
+    the call) is this project's pin, judged apart."""
+    error = load().protocol_errors[name]
+    wanted = f"the JSON-RPC error {error.jsonrpc_code} {quoted(error.message)}"
+    assert reply.kind == "error" and reply.error is not None, f"{what} was answered {reply.said()}, where the " \
+        f"contract wants {wanted}"
+    code, message = reply.error.get("code"), reply.error.get("message")
+    assert code == error.jsonrpc_code, f"{what} was answered {reply.said()}, where the contract wants {wanted}"
+    assert isinstance(message, str) and error.message.lower() in message.lower(), (
+        f"{what} was answered {reply.said()}: the message does not carry the contract's words for the error, "
+        f"{quoted(error.message)}")
+    pin(EXACT_TEXT_PIN[name], message == error.message,
+        f"{what} was answered with the message {quoted(message)}, not exactly {quoted(error.message)}")
+
+
+ANSWERS_KEPT = 6  # raw answers a failing check's evidence keeps: those the model did not allow, then the last ones
+
+
+def answers_since(conn: Connection, start: int) -> list[dict[str, Any]]:
+    """What the calls a session made since its ``start``-th were answered, raw (the reports bound and redact it):
+    the answers the contract model did not allow or could not read first, then the last ones."""
+    calls = conn.calls[start:]
+    unexpected = [reply for _, reply in calls if reply.judgement is None or not reply.judgement.allowed
+                  or reply.judgement.seen.kind == "unreadable"]
+    kept = list(dict.fromkeys(id(reply) for reply in [*unexpected, *(reply for _, reply in calls[-3:])]))
+    by_id = {id(reply): (tool, reply) for tool, reply in calls}
+    return [{"tool": by_id[key][0], **by_id[key][1].wire()} for key in kept[:ANSWERS_KEPT]]

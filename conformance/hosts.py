@@ -1,6 +1,6 @@
 """Host adapters: how the harness binds calls and answers confirmations for one kind of host wiring.
 
-The harness plays the host. The host profile's own wiring (a signed binding
+The harness plays the host. The host wiring's own wiring (a signed binding
 in ``_meta``, confirmation by form elicitation) is built in as the
 ``signed-meta`` kind. A server that takes its binding elsewhere is certified by
 an adapter for its kind, named in the profile's ``binding.kind``:
@@ -22,6 +22,7 @@ from importlib.metadata import EntryPoint, entry_points
 from typing import Protocol
 
 from engram_mcp.conformance._host import (
+    FORGERY_WORDS,
     Answer,
     Confirmer,
     ElicitationConfirmer,
@@ -31,6 +32,7 @@ from engram_mcp.conformance._host import (
     SignedMetaBinding,
 )
 from engram_mcp.conformance._profile import Profile, ProfileError, ScopeProfile
+from engram_mcp.conformance._words import spoken
 
 ENTRY_POINT_GROUP = "engram_mcp.host_adapters"
 BUILT_IN_KIND = "signed-meta"
@@ -38,6 +40,7 @@ BUILT_IN_KIND = "signed-meta"
 __all__ = [
     "BUILT_IN_KIND",
     "ENTRY_POINT_GROUP",
+    "FORGERY_WORDS",
     "AdapterFactory",
     "Answer",
     "Confirmer",
@@ -73,7 +76,7 @@ _registry: dict[str, AdapterFactory] = {}
 def register(kind: str, factory: AdapterFactory) -> None:
     """Make ``kind`` usable in a profile's ``binding.kind`` for this process."""
     if kind == BUILT_IN_KIND:
-        raise ValueError(f"{BUILT_IN_KIND!r} is built in and cannot be replaced")
+        raise ValueError(f"{spoken(BUILT_IN_KIND)} is built in and cannot be replaced")
     _registry[kind] = factory
 
 
@@ -108,15 +111,15 @@ def adapter_for(kind: str) -> AdapterFactory:
         return _registry[kind]
     matches = list(entry_points(group=ENTRY_POINT_GROUP, name=kind))
     if not matches:
-        raise ProfileError(f"binding.kind {kind!r} has no host adapter (known: {', '.join(kinds())}; "
-                           f"a package adds one under the {ENTRY_POINT_GROUP!r} entry-point group)")
+        raise ProfileError(f"binding.kind {spoken(kind)} has no host adapter (known: {', '.join(kinds())}; "
+                           f"a package adds one under the {spoken(ENTRY_POINT_GROUP)} entry-point group)")
     try:
         factory = matches[0].load()
     except Exception as exc:  # a broken plugin is named, not shown as a traceback
-        raise ProfileError(f"binding.kind {kind!r}: the host adapter {matches[0].value} cannot be loaded "
+        raise ProfileError(f"binding.kind {spoken(kind)}: the host adapter {matches[0].value} cannot be loaded "
                            f"({type(exc).__name__})") from None
     if not callable(factory):
-        raise ProfileError(f"binding.kind {kind!r}: {matches[0].value} is not callable")
+        raise ProfileError(f"binding.kind {spoken(kind)}: {matches[0].value} is not callable")
     return factory
 
 

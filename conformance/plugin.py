@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from engram_mcp.conformance import _defaults
+
 if TYPE_CHECKING:
     from engram_mcp.conformance._plugin import Outcome, run_of, run_suite
     from engram_mcp.conformance._run import Result, Run, ServerInfo
@@ -27,8 +29,7 @@ if TYPE_CHECKING:
 __all__ = ["Outcome", "Result", "Run", "ServerInfo", "run_of", "run_suite"]
 HOOKS = "engram_mcp.conformance._plugin"
 # Calls per era that exploration (explore.*) makes: the default budget, and the one --deep raises it to.
-EXPLORE_DEFAULT, EXPLORE_DEEP = 120, 1200
-REPLAY_CHECK = "explore.replay"  # runs only when --replay names a counterexample
+EXPLORE_DEFAULT, EXPLORE_DEEP, REPLAY_CHECK = _defaults.EXPLORE_DEFAULT, _defaults.EXPLORE_DEEP, _defaults.REPLAY_CHECK
 # Public names, imported on first use so that an autoloaded plugin costs nothing in unrelated pytest runs.
 _LAZY = {"Outcome": HOOKS, "run_of": HOOKS, "run_suite": HOOKS, "Result": "engram_mcp.conformance._run",
          "Run": "engram_mcp.conformance._run", "ServerInfo": "engram_mcp.conformance._run"}
@@ -37,18 +38,21 @@ _LAZY = {"Outcome": HOOKS, "run_of": HOOKS, "run_suite": HOOKS, "Result": "engra
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    raise AttributeError(f"module {__name__} has no attribute {name}")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("engram", "Engram memory over MCP conformance")
     group.addoption("--target", help="stdio:CMD or an http(s):// URL of the MCP endpoint under test")
-    group.addoption("--profile", help="the target's host profile (TOML, spec/profile.md); without one, only checks "
-                                      "that need no host identity run")
+    group.addoption("--profile", help="the target's conformance profile (TOML, spec/profile.md); without one, only "
+                                      "the checks that need no host identity run")
     group.addoption("--era", choices=["legacy", "modern", "both"], default="both",
                     help="MCP protocol eras to test: legacy (initialize, up to 2025-11-25), modern (2026-07-28)")
     group.addoption("--select", action="append", default=[],
                     help="run only checks whose id or requirement id starts with this")
+    group.addoption("--tool", action="append", default=[], metavar="NAME",
+                    help="run only the checks whose cases call this tool, and those that judge every tool served")
+    group.addoption("--fail-fast", action="store_true", help="stop at the first check that fails")
     group.addoption("--seed", type=int, default=0, help="seed for generated cases (0: a fixed default)")
     group.addoption("--examples", type=int, default=25, help="generated cases per tool and mode")
     group.addoption("--score-unverified", action="store_true",
@@ -57,9 +61,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="baseline file: check ids (check, check@era or check@era[case]) expected to fail")
     group.addoption("--report-dir", help="write report.jsonl, certificate.md, report.html and badge.json here")
     group.addoption("--call-timeout", type=float, default=30.0, help="seconds to wait for any one reply")
-    group.addoption("--level", choices=["contract", "profile"], default="contract",
+    group.addoption("--level", choices=["contract", "pins"], default="contract", type=_defaults.level_name,
                     help="contract: score the contract's requirements and the wiring the harness needs as host; "
-                         "profile: score this project's host-profile pins too")
+                         "pins: score this project's pins too")
     group.addoption("--deep", action="store_true", help="also run the checks that wait long (a 300 s confirmation "
                                                          "TTL, expiry windows) instead of leaving them not exercised")
     group.addoption("--explore", type=int, default=None, metavar="N",

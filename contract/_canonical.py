@@ -2,7 +2,7 @@
 
 The scheme is the upstream engine's, so ids and digests interoperate with it:
 NFC-normalise every string, serialise with RFC 8785 (JCS), and hash
-``domain || canonical bytes`` with SHA-256. spec/host-profile.md lists the
+``domain || canonical bytes`` with SHA-256. spec/host-wiring.md lists the
 domains this project adds for the MCP layer.
 """
 
@@ -169,7 +169,7 @@ def canonical_array(items: list[bytes]) -> bytes:
 
 
 def profile_digest(kind: str, value: Any) -> str:
-    """A digest in one of this project's MCP-layer domains (spec/host-profile.md)."""
+    """A digest in one of this project's MCP-layer domains (spec/host-wiring.md)."""
     return digest(f"{PROFILE}/{kind}/v1", value)
 
 

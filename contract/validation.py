@@ -276,7 +276,7 @@ class ArgumentOracle:
         self._classifier = _Classifier(self.contract)
         missing = {r.id for r in self.contract.rules.values() if r.mechanism == "check"} - set(_CHECKS)
         if missing:
-            raise RuntimeError(f"rules without an implementation: {sorted(missing)}")
+            raise RuntimeError(f"rules without an implementation: {', '.join(sorted(missing))}")
         self._recent: OrderedDict[tuple[str, str], Verdict] = OrderedDict()
         self._recent_lock = threading.Lock()
 

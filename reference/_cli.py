@@ -26,6 +26,7 @@ def _parser() -> argparse.ArgumentParser:
     init.add_argument("directory", type=Path)
     init.add_argument("--force", action="store_true", help="overwrite an existing configuration")
     init.add_argument("--store", metavar="URL", help="[store] url: postgresql://… for a shared PostgreSQL store")
+    init.add_argument("--tools", metavar="LIST", help="grant only these tools (search,get): a server in the making")
     serve = commands.add_parser("serve", help="serve over stdio, or streamable HTTP with --http")
     serve.add_argument("--config", type=Path, required=True)
     serve.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP on this address")
@@ -61,11 +62,19 @@ def _version_line() -> str:
     return f"engram-reference {installed} (contract {CONTRACT_VERSION})"
 
 
+def _installed(script: str, module: str) -> list[str]:
+    """A command of this installation that runs as printed, whatever is on PATH: the script beside this Python
+    (a virtual environment need not be activated), or ``python -m`` where there is none (a source tree)."""
+    beside = Path(sys.executable).with_name(script)
+    return [str(beside)] if beside.exists() else [sys.executable, "-m", module]
+
+
 def _next_step(directory: Path) -> str:
     config, profile = (directory / "server.toml").resolve(), (directory / "conformance-profile.toml").resolve()
-    return ("next: certify the server this configuration serves with\n"
-            f"  conformance --target {shlex.quote(f'stdio:engram-reference serve --config {shlex.quote(str(config))}')}"
-            f" --profile {shlex.quote(str(profile))}")
+    serve = shlex.join([*_installed("engram-reference", "engram_mcp.reference"), "serve", "--config", str(config)])
+    certify = shlex.join([*_installed("conformance", "engram_mcp.conformance"), "--target", f"stdio:{serve}",
+                          "--profile", str(profile)])
+    return f"next: certify the server this configuration serves with\n  {certify}"
 
 
 def _address(text: str) -> tuple[str, int]:
@@ -80,12 +89,14 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="engram-reference: %(message)s")
     try:
         if args.command == "init":
-            from engram_mcp.reference._init import write_configuration
+            from engram_mcp.reference._init import ALL_TOOLS, served_tools, write_configuration
 
+            tools = served_tools(args.tools) if args.tools is not None else ALL_TOOLS
             if (args.directory / "server.toml").exists() and not args.force:
                 print(f"engram-reference: {args.directory / 'server.toml'} exists (use --force)", file=sys.stderr)
                 return EXIT_USAGE
-            written = write_configuration(args.directory, seed=secrets.token_hex(4), store_url=args.store)
+            written = write_configuration(args.directory, seed=secrets.token_hex(4), store_url=args.store,
+                                          tools=tools)
             for path in written:
                 print(path)
             sys.stdout.flush()

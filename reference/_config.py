@@ -89,7 +89,7 @@ def transport_toml_lines() -> list[str]:
 
 @dataclass(frozen=True)
 class ConfirmationConfig:
-    """[confirmation]: how a gated call may be confirmed (spec/host-profile.md §2)."""
+    """[confirmation]: how a gated call may be confirmed (spec/host-wiring.md §2)."""
 
     modes: frozenset[ConfirmationMode] = frozenset(CONFIRMATION_MODES)
     reference_ttl_seconds: int = CONFIRMATION_TTL_MAX  # the longest exp - approved_at a host reference may span

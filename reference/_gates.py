@@ -2,7 +2,7 @@
 
 A gate answers a ``GateCall`` with the approval time, None when the call is not approved, or (in
 the 2026-07-28 era) the request for input the client must answer first. The configured gate picks
-between the two modes of the host profile: a host reference carried with the call is judged alone,
+between the two modes of the host wiring: a host reference carried with the call is judged alone,
 never by asking (EMC-HP-061); otherwise the server asks the client by form elicitation. A call that
 can be confirmed in neither way is refused with the constant -32603.
 """

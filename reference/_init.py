@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from engram_mcp.reference._quotas import toml_lines as quota_toml_lines
 from engram_mcp.reference._store_config import postgres_toml_lines
 
 ALL_TOOLS = list(load().tools)
+PREFIX = "engram_memory_"
 READ_AND_CAPTURE = ["engram_memory_search", "engram_memory_get", "engram_memory_capture"]
 TTL_SECONDS = 4  # short, so that the harness can watch a confirmation expire
 CEILING_SECONDS = 30 * 24 * 3600
@@ -68,14 +70,15 @@ def _toml(value: Any) -> str:
     return f'"{text}"'
 
 
-def _scope_tables(header: str) -> list[str]:
+def _scope_tables(header: str, served: Collection[str]) -> list[str]:
     lines = []
     for scope in SCOPES:
         lines += ["", f"[[{header}]]"]
         lines += [f"{key} = {_toml(value)}" for key, value in scope.items()]
         lines += [f"confirmation_ttl_seconds = {TTL_SECONDS}", f"retention_ceiling_seconds = {CEILING_SECONDS}"]
         lines += ["", f"[{header}.principals]"]
-        lines += [f'"{name}" = {_toml(tools)}' for name, tools in PRINCIPALS.items()]
+        for name, tools in PRINCIPALS.items():
+            lines.append(f'"{name}" = {_toml([tool for tool in tools if tool in served])}')
     return lines
 
 
@@ -106,7 +109,21 @@ def store_toml_lines(url: str | None) -> list[str]:
     ]
 
 
-def write_configuration(directory: Path, *, seed: str, store_url: str | None = None) -> list[Path]:
+def served_tools(names: str) -> list[str]:
+    """The tools of a comma-separated list (``search,get`` or full names), in the contract's order."""
+    wanted = {name.strip().removeprefix(PREFIX) for name in names.split(",") if name.strip()}
+    short = [tool.removeprefix(PREFIX) for tool in ALL_TOOLS]
+    unknown = sorted(wanted - set(short))
+    if unknown or not wanted:
+        said = f"; not a tool: {unknown[0]}" if unknown else ""
+        raise ValueError(f"--tools takes some of {', '.join(short)}, comma-separated{said}")
+    return [tool for tool in ALL_TOOLS if tool.removeprefix(PREFIX) in wanted]
+
+
+def write_configuration(directory: Path, *, seed: str, store_url: str | None = None,
+                        tools: Collection[str] = ALL_TOOLS) -> list[Path]:
+    """Write a configuration and its conformance profile; ``tools`` narrows every grant to those tools (a stand-in
+    for a server that serves only them so far: the others are unknown to every caller)."""
     store = store_toml_lines(store_url)  # checked before anything is written
     directory = Path(directory).resolve()
     keys = directory / "keys"
@@ -148,7 +165,7 @@ def write_configuration(directory: Path, *, seed: str, store_url: str | None = N
         'public_key_file = "keys/host.pub.pem"',
         f"issuers = {_toml([ISSUER])}",
         f"tenants = {_toml(sorted({scope['tenant'] for scope in SCOPES}))}",
-        *_scope_tables("scopes"),
+        *_scope_tables("scopes", tools),
     ]
     written.append(_write(directory / "server.toml", "\n".join(server) + "\n"))
     profile = [
@@ -170,7 +187,7 @@ def write_configuration(directory: Path, *, seed: str, store_url: str | None = N
         "[confirmation]",
         f"modes = {_toml(list(CONFIRMATION_MODES))}",
         f"reference_ttl_seconds = {CONFIRMATION_TTL_MAX}",
-        *_scope_tables("scopes"),
+        *_scope_tables("scopes", tools),
     ]
     written.append(_write(directory / "conformance-profile.toml", "\n".join(profile) + "\n"))
     return written

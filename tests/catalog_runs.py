@@ -49,6 +49,7 @@ class Judgement:
     problem: str = ""  # why the run could not be judged (timeout, no report)
     output: str = ""
     introspection: list[str] = field(default_factory=list)  # checks whose verdict quotes pytest, not the target
+    python_spelling: list[str] = field(default_factory=list)  # checks whose verdict spells a value the Python way
 
     def flagged(self, check_id: str, status: str = "FAIL") -> bool:
         return status in self.statuses.get(check_id, set())
@@ -84,6 +85,9 @@ class Judgement:
             wrong.append("ERROR in " + ", ".join(self.errors))
         if self.introspection:
             wrong.append("pytest's assertion introspection in the verdict of " + ", ".join(self.introspection))
+        if self.python_spelling:
+            wrong.append("Python spelling (None, a list or dict repr) in the verdicts of "
+                         + ", ".join(self.python_spelling))
         return "KILLED" if not wrong else "SURVIVED: " + "; ".join(wrong)
 
 
@@ -127,6 +131,44 @@ def introspection_in(report: Path) -> list[str]:
         if entry["type"] == "check" and PYTEST_ARTEFACTS.search(said):
             quoting.add(entry["check"])
     return sorted(quoting)
+
+
+# How Python spells a value, which no sentence for a reader may: None, True and False, a list or dict repr
+# (['a', 'b'], {'k': …}), a set or an object's default repr. A reader gets JSON (null, true, ["a"]) or words.
+PYTHON_SPELLING = re.compile(r"\bNone\b(?! of\b)|\b(True|False)\b|\[' |\['[^']*'[,\]]|\{'[^']*': |frozenset\(|"
+                             r"\bset\(\)|<[\w.]+ object at 0x")
+
+
+def python_spelling(text: str) -> str | None:
+    """The first stretch of ``text`` that spells a value the Python way, or None."""
+    found = PYTHON_SPELLING.search(text)
+    return text[max(0, found.start() - 40):found.end() + 40] if found else None
+
+
+def sentences_of(report: Path) -> dict[str, list[str]]:
+    """What a reader reads in report.jsonl, by where: each check's message and detail, the verdict, the reasons
+    a requirement was not exercised."""
+    said: dict[str, list[str]] = {}
+    for line in report.read_text(encoding="utf-8").splitlines():
+        entry = json.loads(line)
+        if entry["type"] == "check":
+            said.setdefault(entry["check"], []).extend([entry.get("message", ""), entry.get("detail", "")])
+        elif entry["type"] == "footer":
+            said.setdefault("footer", []).append(entry["verdict"])
+            for rid, verdict in entry["requirements"].items():
+                said.setdefault(rid, []).extend(gap["reason"] for gap in verdict.get("not_exercised", []))
+    return said
+
+
+def python_spelling_in(report: Path) -> list[str]:
+    """The checks (or requirements) whose sentences in report.jsonl spell a value the Python way, each with the
+    first stretch that does."""
+    found = []
+    for where, texts in sorted(sentences_of(report).items()):
+        stretch = next(filter(None, map(python_spelling, texts)), None)
+        if stretch is not None:
+            found.append(f"{where} ({stretch!r})")
+    return found
 
 
 def read_report(report: Path) -> tuple[int | None, dict[str, set[str]], dict[str, str]]:
@@ -175,7 +217,7 @@ def run(name: str, target: str, profile: Path, select: tuple[str, ...] | list[st
         return Judgement(name, process.returncode, seconds, statuses, requirements, output=output[-3000:],
                          problem=f"the report says exit {exit_code}, the process exited {process.returncode}")
     return Judgement(name, exit_code, seconds, statuses, requirements, output=output[-3000:],
-                     introspection=introspection_in(report))
+                     introspection=introspection_in(report), python_spelling=python_spelling_in(report))
 
 
 @contextlib.contextmanager

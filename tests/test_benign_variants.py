@@ -7,7 +7,7 @@ full run of the real ``conformance`` command line — every check, both eras, th
 default (contract) level — against its own copy of one ``engram-reference
 init`` configuration. It is certified when the run exits 0 with a conformant
 verdict, no scored requirement is judged FAIL, ERROR or XPASS, and no check
-ends ERROR. A variant may break this project's profile pins (that is what makes
+ends ERROR. A variant may break this project's pins (that is what makes
 it a variant): the run reports them apart, and the summary lists them. A
 variant that is not certified is a harness bug: the check that refused it
 judges bytes, not behaviour.
@@ -68,7 +68,7 @@ def runs(
         f"{name.ljust(width)} | {judged[name].seconds:5.0f} s | "
         + ("certified" if ok else f"NOT CERTIFIED: {why}")
         + (
-            f" | profile pins not kept: {', '.join(pins)}"
+            f" | pins not kept: {', '.join(pins)}"
             if (pins := targets.profile_differences(judged[name]))
             else ""
         )

@@ -1,4 +1,4 @@
-"""The host binding and the confirmation gate (spec/host-profile.md)."""
+"""The host binding and the confirmation gate (spec/host-wiring.md)."""
 
 from __future__ import annotations
 

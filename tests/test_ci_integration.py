@@ -108,6 +108,37 @@ def test_the_readme_workflow_example_is_a_valid_workflow_using_this_action() -> 
             assert "target" in step["with"]
 
 
+# A ref of this repository in a recipe: after its name, an @ (an action, a pip URL) or GitLab's /-/raw/.
+REF = re.compile(r"engram-memory-mcp(?:\.git)?(?:@|/-/raw/)([\w.-]+)")
+
+
+def _git(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.skipif(not (ROOT / ".git").exists(), reason="not a git checkout: the recipes' commit cannot be looked up")
+def test_every_ref_the_recipes_pin_exists_and_holds_what_they_use() -> None:
+    """The recipes name a ref of this repository: it must resolve (no tag or version that does not exist), and at
+    it the action must declare every input the GitHub recipe passes and the GitLab template be where the include
+    points."""
+    blocks = _readme_blocks("yaml")
+    refs = {found for block in blocks for found in REF.findall(block)}
+    assert refs, "the recipes pin no ref of this repository"
+    for ref in sorted(refs):
+        assert _git("cat-file", "-e", f"{ref}^{{commit}}").returncode == 0, f"{ref} names no commit here"
+        action = _load_yaml(_git("show", f"{ref}:action.yml").stdout)
+        used = {name for block in blocks if "runs-on" in block for job in _load_yaml(block)["jobs"].values()
+                for step in job["steps"] if "target" in step.get("with", {}) for name in step["with"]}
+        assert used <= set(action["inputs"]), f"the action at {ref} lacks {used - set(action['inputs'])}"
+        assert _git("cat-file", "-e", f"{ref}:tools/ci/gitlab-conformance.yml").returncode == 0, ref
+
+
+def test_the_ref_pattern_reads_both_recipes() -> None:
+    text = ("uses: actions/checkout@v4, you/engram-memory-mcp@4a00c43 and engram-memory-mcp/-/raw/v0.1.0/tools and "
+            "engram-memory-mcp.git@abcdef1")
+    assert REF.findall(text) == ["4a00c43", "v0.1.0", "abcdef1"]
+
+
 def test_the_gitlab_job_is_valid_and_reports_junit() -> None:
     validator = _validator("gitlab/ci.json")
     jobs = [_load_yaml(GITLAB_TEMPLATE.read_text(encoding="utf-8"))]

@@ -1,4 +1,4 @@
-"""The host's confirmation reference (spec/host-profile.md §2.4): minting and the server's verdict."""
+"""The host's confirmation reference (spec/host-wiring.md §2.4): minting and the server's verdict."""
 
 from __future__ import annotations
 

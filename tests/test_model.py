@@ -168,7 +168,7 @@ def test_a_withdraw_retried_with_another_reason_is_no_replay() -> None:
     replay = run.step(other_reason, ok({**value, "replayed": True}))
     assert not replay.allowed and "EMC-IDEM-007" in replay.broken
     # The contract gives no precedence between the conflict and the target's state: both refusals are allowed,
-    # and the profile pins DIGEST_CONFLICT.
+    # and the pins DIGEST_CONFLICT.
     lifecycle = run.step(other_reason, refused("NOT_FOUND"))
     assert lifecycle.allowed and [p.requirement for p in lifecycle.pins] == ["EMC-IDEM-012"]
     assert not run.step(other_reason, refused("DIGEST_CONFLICT")).pins

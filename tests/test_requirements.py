@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 ANY_ID = re.compile(r"EMC-[A-Z]+-[0-9]{3}")
 BULLET = re.compile(r"^- \*\*(EMC-[A-Z]+-[0-9]{3})\*\* \((MUST NOT|MUST|SHOULD NOT|SHOULD|MAY)\)(.*)$")
-# spec/host-profile.md states each requirement as a paragraph: **EMC-HP-001** (MUST). Text…
+# spec/host-wiring.md states each requirement as a paragraph: **EMC-HP-001** (MUST). Text…
 PROFILE_PARAGRAPH = re.compile(r"^\*\*(EMC-HP-[0-9]{3})\*\* \((MUST NOT|MUST|SHOULD NOT|SHOULD|MAY)\)\.", re.M)
 MARKERS = re.compile(r"^\s*\*([^*]+)\*")
 LIMIT_LIKE = re.compile(r"`([a-z_]+(?:\.[a-z_]+)*\.(?:min|max|min_bytes|max_bytes|default|execute_within))`")
@@ -155,13 +155,13 @@ def test_every_catalog_id_is_defined_in_contract_md(by_id: dict[str, Any], bulle
 
 
 def test_the_host_profile_and_the_catalog_agree(by_id: dict[str, Any]) -> None:
-    """Every EMC-HP requirement of spec/host-profile.md is catalogued once, at its level, as a profile requirement."""
-    stated = PROFILE_PARAGRAPH.findall(load().text("spec", "host-profile.md"))
+    """Every EMC-HP requirement of spec/host-wiring.md is catalogued once, at its level, as a profile requirement."""
+    stated = PROFILE_PARAGRAPH.findall(load().text("spec", "host-wiring.md"))
     assert len(stated) == len({rid for rid, _ in stated})
     assert dict(stated) == {
         rid: entry["level"] for rid, entry in by_id.items() if rid.startswith("EMC-HP-")
     }
-    assert {entry["source"] for rid, entry in by_id.items() if rid.startswith("EMC-HP-")} == {"profile", "wiring"}
+    assert {entry["source"] for rid, entry in by_id.items() if rid.startswith("EMC-HP-")} == {"pin", "wiring"}
 
 
 # -- levels: contract (cited), wiring, profile --------------------------------
@@ -181,7 +181,7 @@ def test_only_host_profile_ids_are_wiring(requirements: list[dict[str, Any]]) ->
 
 def test_split_pins_name_a_contract_parent(by_id: dict[str, Any]) -> None:
     wrong = [(rid, e["split_from"]) for rid, e in by_id.items() if "split_from" in e
-             and (e["source"] != "profile" or by_id.get(e["split_from"], {}).get("source") != "contract")]
+             and (e["source"] != "pin" or by_id.get(e["split_from"], {}).get("source") != "contract")]
     assert wrong == []
 
 
@@ -234,10 +234,8 @@ def test_unverified_marker_matches_status(by_id: dict[str, Any], bullets: list[t
     assert wrong == []
 
 
-def test_profile_marker_matches_source(by_id: dict[str, Any], bullets: list[tuple[str, str, str]]) -> None:
-    wrong = [
-        rid for rid, _, text in bullets if ("Profile decision" in markers(text)) != (by_id[rid]["source"] == "profile")
-    ]
+def test_pin_marker_matches_source(by_id: dict[str, Any], bullets: list[tuple[str, str, str]]) -> None:
+    wrong = [rid for rid, _, text in bullets if ("Pin" in markers(text)) != (by_id[rid]["source"] == "pin")]
     assert wrong == []
 
 

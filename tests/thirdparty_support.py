@@ -140,7 +140,7 @@ class ReferenceDir:
         return (self.path / "keys" / "http-bearer.txt").read_text(encoding="utf-8").strip()
 
     def binding(self, tenant: str = "acme", workspace: str = "research", principal: str = "agent-full") -> str:
-        """A host binding as the profile's test host mints it (spec/host-profile.md §1)."""
+        """A host binding as the profile's test host mints it (spec/host-wiring.md §1)."""
         profile = tomllib.loads(self.profile.read_text(encoding="utf-8"))
         key = load_private_key((self.path / profile["binding"]["private_key_file"]).read_bytes())
         return mint_binding(key, profile["binding"]["kid"], audience=profile["target"]["audience"],

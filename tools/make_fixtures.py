@@ -7,7 +7,7 @@
 fixtures/arguments/<tool>.json holds argument cases in the style of
 JSON-Schema-Test-Suite: each case is valid, or invalid with the error code a
 server must send and the set of rule ids (spec/rules.json) the arguments break;
-a case whose verdict only a profile pin decides names it under "pins": the contract alone allows another
+a case whose verdict only a pin decides names it under "pins": the contract alone allows another
 answer there (engram_mcp.contract.model judges which).
 Some cases are a mebibyte long, so the files are generated rather than
 hand-edited; read this file instead of the megabytes.
@@ -76,7 +76,7 @@ NOW = "2026-08-16T12:34:56.789Z"  # the capture time given to clock rules
 RECORD_ID = "mem_y5lyhrr2w42rak7rz6h3gypy53rhohj2zszdhj7gpqzvjnijiqkq"  # record id of the golden record
 CANDIDATE_ID = "candidate_7c2147c69a1394198962533640d865bc4f2fdf8f6b1e753e8ad28856d4a5e285"
 
-# Profile pins (spec/requirements.json, source "profile") that some invalid cases rest on alone: a
+# Pins (spec/requirements.json, source "pin") that some invalid cases rest on alone: a
 # server true to the contract but not to this profile may answer those cases otherwise.
 CANDIDATE_PIN = "EMC-ENC-015"  # candidate_id's form; the contract calls the id opaque
 POLICY_PIN = "EMC-SRCH-014"  # both capability_policy members; the contract gives each a default
@@ -164,7 +164,7 @@ class Cases:
 
 
 def _pins_of(tool: str, arguments: Any) -> tuple[str, ...]:
-    """The profile pins a case's verdict rests on, as the contract model judges them."""
+    """The pins a case's verdict rests on, as the contract model judges them."""
     try:
         return judge_arguments(tool, arguments).pins
     except (TypeError, ValueError, UnicodeError):  # arguments no canonical form holds: the contract refuses them
@@ -1254,7 +1254,7 @@ def digest_vectors() -> list[dict[str, Any]]:
 
 def operation_digest_vectors() -> list[dict[str, Any]]:
     """The digest a host signs into a confirmation reference: pinned so that a host written in another language
-    can check its own computation (spec/host-profile.md §2.2)."""
+    can check its own computation (spec/host-wiring.md §2.2)."""
     bound = {"principal": "principal:alice", "tenant": "tenant:acme", "workspace": "workspace:main"}
     withdraw = {"candidate_id": CANDIDATE_ID, "idempotency_key": "withdraw-key-0001", "reason_ref": "reason:superseded-draft"}
     forget = {"record_id": RECORD_ID, "idempotency_key": "forget-key-0001-x", "reason_ref": f"reason:demande-du-propri{C2}taire"}

@@ -97,7 +97,7 @@ def main() -> int:
         write_configuration(root, seed="probe")
         config, store = root / "server.toml", root / "store" / "engram.sqlite3"
         profile = load_profile(root / "conformance-profile.toml")
-        scope = profile.primary
+        scope = profile.scope_for()
         principal = scope.principal_with(ALL_TOOLS) if scope else None
         assert scope is not None and principal is not None, "the reference's profile has a primary scope"
         meta = SignedMetaBinding.from_profile(profile).meta(scope, principal)

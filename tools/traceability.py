@@ -7,9 +7,9 @@ the data files directly. A requirement is *tested* when it lists a harness
 check, *excluded* when it carries a written reason why the wire cannot show
 it, and *uncovered* otherwise. Unverified requirements are listed apart and
 never scored. Each row names its source: *contract* (the contract text says it
-and the catalog cites the sentence), *wiring* (the host-profile carriers the
+and the catalog cites the sentence), *wiring* (the host-wiring carriers the
 harness needs to act as host; scored with the contract) or *profile* (this
-project's pins, scored only by ``conformance --level profile``).
+project's pins, scored only by ``conformance --level pins``).
 
 Exit status: 1 when an established MUST or MUST NOT is uncovered, else 0.
 With ``--pin FILE`` the uncovered MUST list is compared instead with the ids

@@ -31,8 +31,9 @@ MAX_FULL_PRINCIPALS = 2  # per scope: two principals granted everything (keys ar
 
 
 def scopes_of(profile: Profile) -> list[ScopeProfile]:
-    """The scopes a program may call into: memory on, the primary first, then up to two others."""
-    primary = profile.primary
+    """The scopes a program may call into: memory on, one where a principal holds every tool first, then up to two
+    others."""
+    primary = profile.scope_for(TOOLS)
     others = [s for s in profile.scopes if s.memory and s is not primary]
     others.sort(key=lambda s: (s.tenant == (primary.tenant if primary else ""), s.label))  # another tenant first
     return ([primary] if primary else []) + others[:2]

@@ -2,8 +2,9 @@
 
 A counterexample file holds one header line (``"kind": "counterexample"``: the contract, the era, the seed,
 the callers by scope and principal, the requirements broken, the failing step) and one line per step (the
-call as the program writes it, the caller, the binding it ran under, what was sent, the answer seen, what the
-model allowed there and its verdict). Only the steps' ``tool``, ``arguments`` and ``caller`` are needed to
+call as the program writes it, the caller, the binding it ran under, what was sent, the answer seen in words
+and, where the model did not allow it or could not read it, as it came over the wire, what the model allowed
+there and its verdict). Only the steps' ``tool``, ``arguments`` and ``caller`` are needed to
 run it again; the rest is for the reader.
 """
 
@@ -19,6 +20,8 @@ from engram_mcp.conformance._errors import ConformanceError
 from engram_mcp.conformance._explore._execute import Execution, Outcome, scopes_of
 from engram_mcp.conformance._explore._program import CallerRole, Program, Step
 from engram_mcp.conformance._profile import Profile
+from engram_mcp.conformance._redact import redact
+from engram_mcp.conformance._words import os_reason, spoken
 from engram_mcp.contract import load
 
 KIND = "counterexample"
@@ -47,6 +50,9 @@ def _step_line(outcome: Outcome, roles: Sequence[CallerRole], profile: Profile) 
     line["sent"] = outcome.arguments
     judgement = outcome.judgement
     line["seen"] = outcome.answer
+    if outcome.reply is not None and (judgement is None or not judgement.allowed
+                                      or judgement.seen.kind in ("unreadable", "protocol")):
+        line["answer"] = redact(outcome.reply.wire())  # as it came over the wire: what "seen" says in words
     if judgement is not None:
         line["situation"] = judgement.expectation.situation
         line["allowed"] = judgement.expectation.allowed_text()
@@ -76,14 +82,14 @@ def read_counterexample(path: Path) -> Counterexample:
     try:
         lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     except OSError as problem:
-        raise CounterexampleError(f"cannot read {path}: {problem.strerror}") from None
+        raise CounterexampleError(f"cannot read {path}: {os_reason(problem)}") from None
     except ValueError:
         raise CounterexampleError(f"{path} is not JSON lines") from None
     if not lines or not isinstance(lines[0], Mapping) or lines[0].get("kind") != KIND:
         raise CounterexampleError(f"{path} does not start with a counterexample header")
     header = lines[0]
     if header.get("contract") != load().version:
-        raise CounterexampleError(f"{path} was written for contract {header.get('contract')}, "
+        raise CounterexampleError(f"{path} was written for contract {spoken(header.get('contract'))}, "
                                   f"this harness certifies {load().version}")
     try:
         steps = tuple(Step.from_json(line) for line in lines[1:] if line.get("kind") == "step")
@@ -93,7 +99,7 @@ def read_counterexample(path: Path) -> Counterexample:
         raise CounterexampleError(f"{path} holds no step")
     era = header.get("era")
     if era not in ("legacy", "modern"):
-        raise CounterexampleError(f"{path}: unknown era {era!r}")
+        raise CounterexampleError(f"{path}: unknown era {spoken(era)}")
     return Counterexample(Program(int(header.get("seed", 0)), steps), era, tuple(header.get("broken", ())),
                           header.get("failing_step"))
 

@@ -11,7 +11,7 @@ Each case carries the verdict of the shared argument oracle
 (``engram_mcp.contract.ArgumentOracle``) at the time it was built: valid, or
 invalid with the error code a server must send. A case whose verdict depends on
 the clock (an expiry) is judged again at the moment it is sent. An invalid case
-that only a profile pin refuses names it in ``pins`` (see ``_pins``).
+that only a pin refuses names it in ``pins`` (see ``_pins``).
 
 Schema-driven cases are drawn with hypothesis under a fixed seed, ``--examples``
 draws per tool and mode, so the same seed gives the same cases on the same code

@@ -36,7 +36,7 @@ class Case:
     code: str | None  # the code a server must send when invalid
     rules: tuple[str, ...] = ()
     intent: bool | None = None  # what the generator meant (valid?), None when it did not say
-    pins: tuple[str, ...] = ()  # profile pins the refusal rests on alone (see _pins): not required at contract level
+    pins: tuple[str, ...] = ()  # pins the refusal rests on alone (see _pins): not required at contract level
 
     @functools.cached_property
     def unsendable(self) -> str | None:  # asked several times per case; its arguments never change
@@ -67,7 +67,7 @@ def judged(family: str, tool: str, label: str, arguments: Any, *, now: datetime 
 
 
 def pinned_by(tool: str, arguments: Any, rules: Any, *, now: datetime | None = None) -> tuple[str, ...]:
-    """The profile pins the case's verdict rests on: where the contract allows other answers than the oracle's."""
+    """The pins the case's verdict rests on: where the contract allows other answers than the oracle's."""
     if unsendable(arguments) is not None:
         return ()
     return _pins.pins_of(tool, arguments)

@@ -10,6 +10,8 @@ import json
 import unicodedata
 from typing import Any
 
+from engram_mcp.conformance._words import spoken
+
 from .schema import CONTRACT
 
 _POOLS = {
@@ -54,7 +56,7 @@ def with_salted_key(tool: str, arguments: Any, salt: str) -> Any:
 def shorten(value: Any, limit: int = 60) -> Any:
     """A printable digest of arguments: long strings show their length, long lists their size."""
     if isinstance(value, str):
-        return value if len(value) <= limit else f"<{len(value)} chars: {value[:24]!r}…>"
+        return value if len(value) <= limit else f"<{len(value)} chars: {spoken(value[:24])}…>"
     if isinstance(value, bytes | bytearray):
         return f"<{len(value)} raw bytes>"
     if isinstance(value, list):

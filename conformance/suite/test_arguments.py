@@ -7,7 +7,7 @@ must answer:
 - oracle-valid arguments are never refused as INVALID_SCHEMA or INVALID_DIGEST.
   Any other envelope is fine here (success, NOT_FOUND, gate_failed, a policy
   refusal...), and so is -32603 when the case carries a purpose other than the
-  bound one, since the purpose is checked after the arguments (host profile 1.5).
+  bound one, since the purpose is checked after the arguments (host wiring 1.5).
   Valid arguments that make the target report a fault of its own (a store
   failure or an unknown mutation outcome), still after one retry, were not
   accepted either, and count as refused; so does an error result that carries
@@ -17,14 +17,14 @@ must answer:
   (INVALID_SCHEMA beats INVALID_DIGEST). Arguments that are not a JSON object
   may also be refused with JSON-RPC -32602: the MCP SDK's own request layer
   answers so before any tool code runs, and no memory is touched either way.
-- oracle-invalid arguments that only a profile pin refuses (_pins: a candidate_id
+- oracle-invalid arguments that only a pin refuses (_pins: a candidate_id
   outside this project's form, a capability_policy lacking a member) need not be
   refused at the contract level: the id may be NOT_FOUND (never a success), the
-  policy may succeed. The pinned code is judged apart, scored at --level profile.
+  policy may succeed. The pinned code is judged apart, scored at --level pins.
 
 The cases come from engram_mcp.conformance._fuzz (list them with
 ``python -m engram_mcp.conformance._fuzz``); one check covers one family, per
-tool. Cases run in the primary scope. Every confirmation a case might trigger
+tool. Cases run in the check's scope. Every confirmation a case might trigger
 is declined, valid mutation cases carry idempotency keys of their own, and the
 targets of request_admission, withdraw and forget cases are ids nothing ever
 issued, so no case can change memory that another check relies on. Valid
@@ -56,6 +56,8 @@ from engram_mcp.conformance._arguments_drawing import DRAWN, Drawing
 from engram_mcp.conformance._checks import check, not_applicable, require
 from engram_mcp.conformance._connect import Reply
 from engram_mcp.conformance._findings import BROKEN_RULES, BROKEN_TOOLS
+from engram_mcp.conformance._needs import CASE_TOOL
+from engram_mcp.conformance._words import spoken
 from engram_mcp.conformance._world import World
 from engram_mcp.contract import load
 
@@ -203,7 +205,7 @@ NO_ENVELOPE = "a result without an envelope"
 def _outcome(reply: Reply) -> str:
     """What the target answered, in one short phrase: success, an error code, or what came instead."""
     if reply.kind == "error":
-        return f"JSON-RPC {(reply.error or {}).get('code')}"
+        return f"JSON-RPC {spoken((reply.error or {}).get('code'))}"
     if reply.kind != "result":
         return reply.kind
     envelope = reply.envelope
@@ -232,7 +234,7 @@ def _problem(world: World, sent: Sent) -> str | None:
 
 
 def _pinned_problem(world: World, sent: Sent, outcome: str) -> str | None:
-    """A case whose verdict only a profile pin decides: any answer the contract allows is right at its level (see
+    """A case whose verdict only a pin decides: any answer the contract allows is right at its level (see
     _pins); the oracle's own answer is judged apart, as the pin."""
     allowed = _pins.allowed(sent.case.tool, sent.arguments)
     if outcome in allowed:
@@ -247,14 +249,14 @@ def _pinned_problem(world: World, sent: Sent, outcome: str) -> str | None:
 
 
 def _record_pins(results: list[Sent]) -> None:
-    """The oracle's own answer to a pinned case, judged apart as the profile requirement (--level profile)."""
+    """The oracle's own answer to a pinned case, judged apart as the profile requirement (--level pins)."""
     for sent in results:
         if not sent.case.pins:
             continue
         outcome = _outcome(sent.reply)
         held = outcome == sent.code if not sent.valid else _pinned_valid(outcome)
         for requirement in sent.case.pins:
-            _checks.pin(requirement, held, f"{sent.case.tool} {sent.case.label!r}: expected "
+            _checks.pin(requirement, held, f"{sent.case.tool} {spoken(sent.case.label)}: expected "
                                            f"{sent.code or 'the arguments accepted'}, got {outcome}")
 
 
@@ -292,7 +294,7 @@ def _invalid_problem(sent: Sent, outcome: str) -> str | None:
         return None
     if sent.case.unsendable == fuzz.LONE_SURROGATE and sent.reply.kind == "error":
         return None  # I-JSON lets a receiver refuse the whole message as unreadable (EMC-ENC-009)
-    return f"expected {sent.code}, got {outcome}"
+    return f"expected {sent.code or 'the arguments accepted'}, got {outcome}"
 
 
 def reproduce(harness: Any, check_id: str, era: str) -> str:
@@ -303,7 +305,7 @@ def reproduce(harness: Any, check_id: str, era: str) -> str:
 
 def run_family(world: World, harness: Any, check_id: str, family: str, tool: str) -> None:
     """Send every sendable case of a family for a tool, then assert on all of them at once."""
-    scope = world.primary
+    scope = world.scope
     principal = world.principal(scope, {tool})
     world._require_offered(tool, scope, principal)  # the cases are sent with meta=, which World.call does not vet
     cases = generated(family, tool, harness.seed, harness.examples, world.profile.purpose_ref)
@@ -357,7 +359,7 @@ def run_family(world: World, harness: Any, check_id: str, family: str, tool: str
         first, why = problems[0]
         command = reproduce(harness, check_id, world.era)
         lines = [f"{len(problems)} of {len(results)} {family} cases for {tool} were answered wrongly in the "
-                 f"{world.era} era; first: {first.case.label!r}: {why}. Reproduce: {command}"]
+                 f"{world.era} era; first: {spoken(first.case.label)}: {why}. Reproduce: {command}"]
         for sent, why in problems[:SHOWN]:
             lines.append(f"- {sent.case.label}: {why}")
             lines.append(f"    arguments: {fuzz.describe(sent.arguments)}")
@@ -375,7 +377,7 @@ def _tools() -> Any:
 # -- the checks ---------------------------------------------------------------------------------------
 
 
-@check("arguments.fixtures", "EMC-ENC-008")
+@check("arguments.fixtures", "EMC-ENC-008", uses=CASE_TOOL)
 @pytest.mark.engram_sessions("raw")  # the corpus's lone surrogates go over raw sessions
 @_tools()
 def test_the_fixture_corpus(world: World, harness: Any, tool: str) -> None:
@@ -391,21 +393,22 @@ def test_the_fixture_corpus(world: World, harness: Any, tool: str) -> None:
     run_family(world, harness, "arguments.fixtures", "fixtures", tool)
 
 
-@check("arguments.utf8-boundaries", "EMC-ENC-001", "EMC-SRCH-001", "EMC-CAP-005", "EMC-CAP-009", "EMC-IDEM-002")
+@check("arguments.utf8-boundaries", "EMC-ENC-001", "EMC-SRCH-001", "EMC-CAP-005", "EMC-CAP-009", "EMC-IDEM-002",
+       uses=CASE_TOOL)
 @_tools()
 def test_byte_bounds_are_counted_in_utf8(world: World, harness: Any, tool: str) -> None:
     """Every byte-bounded string at its bounds is accepted and one byte beyond is refused, in 1- to 4-byte text."""
     run_family(world, harness, "arguments.utf8-boundaries", "utf8-boundaries", tool)
 
 
-@check("arguments.nfc", "EMC-ENC-002", "EMC-ENC-010", "EMC-IDEM-002")
+@check("arguments.nfc", "EMC-ENC-002", "EMC-ENC-010", "EMC-IDEM-002", uses=CASE_TOOL)
 @_tools()
 def test_references_and_keys_must_be_nfc_free_text_need_not(world: World, harness: Any, tool: str) -> None:
     """A non-NFC reference or key is refused, not normalised; the same spelling in free text is accepted."""
     run_family(world, harness, "arguments.nfc", "nfc", tool)
 
 
-@check("arguments.lone-surrogates", "EMC-ENC-009")
+@check("arguments.lone-surrogates", "EMC-ENC-009", uses=CASE_TOOL)
 @pytest.mark.engram_sessions("raw")
 @_tools()
 def test_a_lone_surrogate_is_refused(world: World, harness: Any, tool: str) -> None:
@@ -417,35 +420,35 @@ def test_a_lone_surrogate_is_refused(world: World, harness: Any, tool: str) -> N
     run_family(world, harness, "arguments.lone-surrogates", "lone-surrogates", tool)
 
 
-@check("arguments.safe-integers", "EMC-CAP-001", "EMC-CAP-004", "EMC-SRCH-002", "EMC-SRCH-004")
+@check("arguments.safe-integers", "EMC-CAP-001", "EMC-CAP-004", "EMC-SRCH-002", "EMC-SRCH-004", uses=CASE_TOOL)
 @_tools()
 def test_integers_are_bounded_by_the_safe_range(world: World, harness: Any, tool: str) -> None:
     """±(2^53-1) are accepted where an integer goes; 2^53, 1.5, strings and booleans are refused."""
     run_family(world, harness, "arguments.safe-integers", "safe-integers", tool)
 
 
-@check("arguments.zero-fractions", "EMC-ENC-012")
+@check("arguments.zero-fractions", "EMC-ENC-012", uses=CASE_TOOL)
 @_tools()
 def test_a_zero_fraction_counts_as_the_integer(world: World, harness: Any, tool: str) -> None:
     """1.0 (and any integral number written with a fraction) is accepted where an integer goes."""
     run_family(world, harness, "arguments.zero-fractions", "zero-fractions", tool)
 
 
-@check("arguments.digests", "EMC-ENC-007", "EMC-ENC-011")
+@check("arguments.digests", "EMC-ENC-007", "EMC-ENC-011", uses=CASE_TOOL)
 @_tools()
 def test_digest_near_misses_are_invalid_digest(world: World, harness: Any, tool: str) -> None:
     """A malformed digest is INVALID_DIGEST, unless a schema failure comes with it (INVALID_SCHEMA wins)."""
     run_family(world, harness, "arguments.digests", "digests", tool)
 
 
-@check("arguments.identifiers", "EMC-GET-001", "EMC-LIFE-003", "EMC-ENC-008")
+@check("arguments.identifiers", "EMC-GET-001", "EMC-LIFE-003", "EMC-ENC-008", uses=CASE_TOOL)
 @_tools()
 def test_identifier_near_misses_are_refused(world: World, harness: Any, tool: str) -> None:
     """Record and candidate id near-misses, and each kind of id in the other's slot, are INVALID_SCHEMA."""
     run_family(world, harness, "arguments.identifiers", "identifiers", tool)
 
 
-@check("arguments.capture-shape", "EMC-CAP-005", "EMC-CAP-006", "EMC-CAP-009", "EMC-CAP-011")
+@check("arguments.capture-shape", "EMC-CAP-005", "EMC-CAP-006", "EMC-CAP-009", "EMC-CAP-011", uses=CASE_TOOL)
 @_tools()
 def test_capture_arrays_hold_their_item_bounds(world: World, harness: Any, tool: str) -> None:
     """Components, citations and id lists at their item bounds are accepted; one beyond, empty or repeated is
@@ -453,14 +456,15 @@ def test_capture_arrays_hold_their_item_bounds(world: World, harness: Any, tool:
     run_family(world, harness, "arguments.capture-shape", "capture-shape", tool)
 
 
-@check("arguments.cross-references", "EMC-CAP-002", "EMC-CAP-007", "EMC-CAP-008", "EMC-CAP-010", "EMC-CAP-011")
+@check("arguments.cross-references", "EMC-CAP-002", "EMC-CAP-007", "EMC-CAP-008", "EMC-CAP-010", "EMC-CAP-011",
+       uses=CASE_TOOL)
 @_tools()
 def test_capture_references_resolve_and_order_holds(world: World, harness: Any, tool: str) -> None:
     """Broken capture references, duplicate ids, unsorted family refs and t_end < t are refused."""
     run_family(world, harness, "arguments.cross-references", "cross-references", tool)
 
 
-@check("arguments.instants", "EMC-ENC-003", "EMC-ENC-004", "EMC-RET-005")
+@check("arguments.instants", "EMC-ENC-003", "EMC-ENC-004", "EMC-RET-005", uses=CASE_TOOL)
 @_tools()
 def test_instants_have_one_shape_and_name_real_times(world: World, harness: Any, tool: str) -> None:
     """Instants outside YYYY-MM-DDTHH:mm:ss.sssZ, naming no real time, or an expiry already past are refused."""
@@ -468,42 +472,42 @@ def test_instants_have_one_shape_and_name_real_times(world: World, harness: Any,
 
 
 @check("arguments.host-owned-fields", "EMC-HOST-001", "EMC-HOST-002", "EMC-GATE-006", "EMC-ADM-006", "EMC-PROV-002",
-       "EMC-HP-020")
+       "EMC-HP-020", uses=CASE_TOOL)
 @_tools()
 def test_host_owned_context_is_refused_at_every_level(world: World, harness: Any, tool: str) -> None:
     """Each host-owned name (tenant ... trust, decision, status) at each object level is INVALID_SCHEMA."""
     run_family(world, harness, "arguments.host-owned-fields", "host-owned-fields", tool)
 
 
-@check("arguments.unknown-members", "EMC-HOST-002")
+@check("arguments.unknown-members", "EMC-HOST-002", uses=CASE_TOOL)
 @_tools()
 def test_unknown_members_are_refused_at_every_level(world: World, harness: Any, tool: str) -> None:
     """A member no schema names, added at each object level of a valid call, is INVALID_SCHEMA (closed schemas)."""
     run_family(world, harness, "arguments.unknown-members", "unknown-members", tool)
 
 
-@check("arguments.null", "EMC-HOST-003")
+@check("arguments.null", "EMC-HOST-003", uses=CASE_TOOL)
 @_tools()
 def test_null_is_refused_everywhere(world: World, harness: Any, tool: str) -> None:
     """null in place of any property, required or optional, and as an array item, is INVALID_SCHEMA."""
     run_family(world, harness, "arguments.null", "null", tool)
 
 
-@check("arguments.required", "EMC-IDEM-001", "EMC-ENC-008")
+@check("arguments.required", "EMC-IDEM-001", "EMC-ENC-008", uses=CASE_TOOL)
 @_tools()
 def test_missing_required_members_are_refused(world: World, harness: Any, tool: str) -> None:
     """Leaving out a required member (the idempotency key included) is refused; leaving out an optional one is not."""
     run_family(world, harness, "arguments.required", "required", tool)
 
 
-@check("arguments.size-boundary", "EMC-ENC-005")
+@check("arguments.size-boundary", "EMC-ENC-005", uses=CASE_TOOL)
 @_tools()
 def test_arguments_are_capped_on_their_canonical_size(world: World, harness: Any, tool: str) -> None:
     """Exactly arguments.max_bytes canonical bytes is accepted; one byte more is refused."""
     run_family(world, harness, "arguments.size-boundary", "size-boundary", tool)
 
 
-@check("arguments.non-object", "EMC-ENC-008")
+@check("arguments.non-object", "EMC-ENC-008", uses=CASE_TOOL)
 @_tools()
 def test_arguments_that_are_not_an_object_are_refused(world: World, harness: Any, tool: str) -> None:
     """Arrays, strings, numbers, booleans and absent arguments are refused: INVALID_SCHEMA, or -32602."""
@@ -513,14 +517,14 @@ def test_arguments_that_are_not_an_object_are_refused(world: World, harness: Any
 # Drawn last: the drawing process then has every earlier check of the era to finish in.
 
 
-@check("arguments.schemathesis-positive", "EMC-ENC-008")
+@check("arguments.schemathesis-positive", "EMC-ENC-008", uses=CASE_TOOL)
 @_tools()
 def test_generated_valid_arguments_are_not_refused(world: World, harness: Any, tool: str) -> None:
     """Schema-generated arguments, repaired to be oracle-valid, are never refused as invalid."""
     run_family(world, harness, "arguments.schemathesis-positive", "schemathesis-positive", tool)
 
 
-@check("arguments.schemathesis-negative", "EMC-HOST-002", "EMC-ENC-007", "EMC-ENC-008", "EMC-ENC-011")
+@check("arguments.schemathesis-negative", "EMC-HOST-002", "EMC-ENC-007", "EMC-ENC-008", "EMC-ENC-011", uses=CASE_TOOL)
 @_tools()
 def test_generated_invalid_arguments_are_refused(world: World, harness: Any, tool: str) -> None:
     """Schema mutations the oracle judges invalid are refused with the oracle's code."""

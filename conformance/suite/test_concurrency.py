@@ -31,15 +31,15 @@ from engram_mcp.conformance._findings import BROKEN_REQUIREMENTS, MODEL_BLAME_AL
 from engram_mcp.conformance._host import ReferenceConfirmation
 from engram_mcp.conformance._linearize import Linearizable, Undecided, Violation
 from engram_mcp.conformance._linearize import check as linearize
+from engram_mcp.conformance._needs import ADMIT, CAPTURE, FORGET, GET, SEARCH, TOOLS, WITHDRAW
 from engram_mcp.conformance._profile import ScopeProfile
 from engram_mcp.conformance._run import CONCURRENT_CLIENTS, Run
 from engram_mcp.conformance._tracker import HistoryRecorder
+from engram_mcp.conformance._words import spoken
 from engram_mcp.conformance._world import World, capture_arguments, fresh_key, unique
 from engram_mcp.contract import load
 
-CAPTURE, ADMIT, FORGET = "engram_memory_capture", "engram_memory_request_admission", "engram_memory_forget"
-ALL_TOOLS = frozenset({"engram_memory_search", "engram_memory_get", CAPTURE, ADMIT, "engram_memory_withdraw",
-                       FORGET})
+ALL_TOOLS = frozenset(TOOLS)
 CLIENTS = CONCURRENT_CLIENTS
 BARRIER_WAIT = 30.0  # seconds a thread waits for the others to be ready: only a session that hangs takes it
 
@@ -62,7 +62,7 @@ def _sessions(harness: Run, era: str) -> list[Connection]:
     for thread in threads:
         thread.join()
     failed = [str(o) for o in opened if not isinstance(o, Connection)]
-    require(not failed, f"a concurrent session could not be opened: {failed[:1]}")
+    require(not failed, f"a concurrent session could not be opened: {failed[0] if failed else ''}")
     sessions = [o for o in opened if isinstance(o, Connection)]
     for n, conn in enumerate(sessions):
         conn.client = f"client{n + 1}" + (f"@{conn.target.label}" if len(targets) > 1 else "")
@@ -119,7 +119,7 @@ class Races:
                                                             "idempotency_key": fresh_key()}),
                                        "the race's admission").get("outcome", {})
         require(outcome.get("status") == "accepted" and "record_id" in outcome,
-                f"admission of benign content was {outcome.get('status')!r}, not accepted")
+                f"admission of benign content was {spoken(outcome.get('status'))}, not accepted")
         return str(outcome["record_id"])
 
     def _capture(self, marker: str) -> dict[str, Any]:
@@ -181,19 +181,19 @@ def blamed(violation: Violation) -> list[str]:
 
 
 @pytest.mark.engram_sessions("concurrent")  # its sessions start ahead, beside the checks that come first
-@check("explore.concurrent", "EMC-IDEM-005", "EMC-IDEM-006", "EMC-FGT-002", "EMC-LIFE-002")
+@check("explore.concurrent", "EMC-IDEM-005", "EMC-IDEM-006", "EMC-FGT-002", "EMC-LIFE-002",
+       uses=(SEARCH, GET, CAPTURE, ADMIT, WITHDRAW, FORGET))
 def test_concurrent_clients_see_one_linearizable_store(world: World, harness: Run, era: str) -> None:
     """Races between three sessions (over the target and its --replica endpoints): the same capture, the same
     admission under one key, a forget racing reads, reads right after an admission. Every history must be
     linearizable against the contract model: some order consistent with real time is one the contract allows."""
     if harness.explore == 0:  # not exercised: a run without exploration is no full certification
         pytest.skip("exploration turned off (--explore 0)")
-    role = "primary (memory on, all tools, ungated, admitting benign content)"
-    if harness.profile.primary is None:
-        not_applicable(harness.profile.lacks(role))
+    scope = harness.profile.scope_for(ALL_TOOLS)
+    if scope is None:
+        not_applicable(harness.profile.lacks(harness.profile.scope_words(ALL_TOOLS)))
     if harness.tracker is None:
         not_applicable("the run has no host identity: the contract model cannot describe its calls")
-    scope = harness.profile.primary
     principal = world.principal(scope, ALL_TOOLS)
     recorder = HistoryRecorder(harness.tracker)
     sessions = _sessions(harness, era)

@@ -17,16 +17,12 @@ import pytest
 from engram_mcp.conformance._checks import check, not_applicable, pin, require
 from engram_mcp.conformance._connect import Connection, Reply
 from engram_mcp.conformance._host import ConfirmationReferences, ReferenceFlaw
+from engram_mcp.conformance._needs import ADMIT, CAPTURE, CASE_TOOL, FORGET, GET, WITHDRAW
 from engram_mcp.conformance._profile import NEEDS_PROFILE, ScopeProfile
 from engram_mcp.conformance._run import Run
 from engram_mcp.conformance._tracker import Intent
-from engram_mcp.conformance._world import World, capture_arguments, fresh_key
+from engram_mcp.conformance._world import World, capture_arguments, fresh_key, refused_with
 from engram_mcp.conformance.suite.test_gates import (
-    ADMISSION,
-    CAPTURE,
-    FORGET,
-    UNTRUSTED,
-    WITHDRAW,
     get_record,
     outcome,
     pending_candidate,
@@ -69,7 +65,7 @@ def send(world: World, tool: str, arguments: dict[str, Any], reference: dict[str
     Anything the server asks is declined, so a server that asks cannot succeed by the answer. ``valid`` is what
     the host knows of its reference: one that approves exactly this call (True), one that approves nothing
     (False), or one whose acceptance the contract leaves to the server (None)."""
-    scope = scope or world.primary
+    scope = scope or world.scope
     principal = principal or world.principal(scope, {tool})
     world._require_offered(tool, scope, principal)
     conn = conn or world.conn
@@ -84,7 +80,7 @@ def send(world: World, tool: str, arguments: dict[str, Any], reference: dict[str
 def approved(world: World, tool: str, arguments: dict[str, Any], *, scope: ScopeProfile | None = None,
              principal: str | None = None, **approval: Any) -> dict[str, Any]:
     """A valid reference for exactly this call."""
-    scope = scope or world.primary
+    scope = scope or world.scope
     principal = principal or world.principal(scope, {tool})
     return references(world).approve(scope, principal, tool, arguments, **approval)
 
@@ -122,7 +118,8 @@ def assert_refused_and_unchanged(world: World, tool: str, arguments: dict[str, A
 # -- approval -----------------------------------------------------------------------------------
 
 
-@check("confirmation-ref.approval-runs", "EMC-GATE-001", "EMC-HP-060", "EMC-HP-061", "EMC-HP-062", "EMC-HP-063")
+@check("confirmation-ref.approval-runs", "EMC-GATE-001", "EMC-HP-060", "EMC-HP-061", "EMC-HP-062", "EMC-HP-063",
+       uses=(CAPTURE, CASE_TOOL), cases={FORGET: (ADMIT, GET)})
 @pytest.mark.parametrize("tool", [WITHDRAW, FORGET])
 def test_a_valid_reference_runs_the_operation(world: World, tool: str) -> None:
     """withdraw and forget with a valid reference run at once, as first executions, and the server asks nothing."""
@@ -134,12 +131,13 @@ def test_a_valid_reference_runs_the_operation(world: World, tool: str) -> None:
         world.expect(gone, "get of the record after the confirmed forget")
 
 
-@check("confirmation-ref.policy-gated", "EMC-GATE-002", "EMC-HP-061", "EMC-HP-064")
-@pytest.mark.parametrize("tool", [CAPTURE, ADMISSION])
+@check("confirmation-ref.policy-gated", "EMC-GATE-002", "EMC-HP-061", "EMC-HP-064",
+       uses=(CAPTURE, CASE_TOOL), cases={CAPTURE: (), ADMIT: ()})
+@pytest.mark.parametrize("tool", [CAPTURE, ADMIT])
 def test_a_policy_gated_mutation_runs_with_a_reference(world: World, tool: str) -> None:
     """Where policy gates capture or request_admission, a reference for another call is refused and a good one runs."""
     references(world)
-    scope = world.need(scope_gating(world, tool), f"{tool.removeprefix('engram_memory_')}-gated")
+    scope = world.need(scope_gating(world, tool), "gated-capture" if tool == CAPTURE else "gated-admission")
     principal = world.principal(scope, {CAPTURE, tool})
     if tool == CAPTURE:
         arguments = capture_arguments(world.profile.purpose_ref)
@@ -160,14 +158,15 @@ def test_a_policy_gated_mutation_runs_with_a_reference(world: World, tool: str) 
 # -- references a server must refuse ------------------------------------------------------------
 
 
-@check("confirmation-ref.forged", "EMC-GATE-001", "EMC-HP-062", "EMC-HP-064")
+@check("confirmation-ref.forged", "EMC-GATE-001", "EMC-HP-062", "EMC-HP-064",
+       uses=(CAPTURE, CASE_TOOL), cases={FORGET: (ADMIT, GET)})
 @pytest.mark.parametrize("flaw", ["forged_signature", "untrusted_key", "binding_token", "garbage"])
 @pytest.mark.parametrize("tool", [WITHDRAW, FORGET])
 def test_a_forged_reference_is_refused(world: World, tool: str, flaw: str) -> None:
     """A reference with a signature that does not verify, an untrusted key, the binding's type, or no JWS at all."""
     refs = references(world)
     arguments = target_for(world, tool)
-    scope = world.primary
+    scope = world.scope
     principal = world.principal(scope, {tool})
     if flaw == "garbage":
         reference = {next(iter(refs.approve(scope, principal, tool, arguments))): "not-a-reference"}
@@ -183,7 +182,7 @@ def refuse_flawed(world: World, flaw: ReferenceFlaw, *, pinned: str | None = Non
     only this profile refuses (the contract lets the server accept it), judged as that pin."""
     refs = references(world)
     arguments = withdraw_arguments(pending_candidate(world))
-    scope = world.primary
+    scope = world.scope
     reference = refs.flawed(flaw, scope, world.principal(scope, {WITHDRAW}), WITHDRAW, arguments)
     reply = send(world, WITHDRAW, arguments, reference, valid=None if pinned else False)
     if pinned is not None:
@@ -194,13 +193,13 @@ def refuse_flawed(world: World, flaw: ReferenceFlaw, *, pinned: str | None = Non
     assert_refused_and_unchanged(world, WITHDRAW, arguments, reply, f"{flaw}_reference")
 
 
-@check("confirmation-ref.expired", "EMC-GATE-001", "EMC-GATE-004", "EMC-HP-064")
+@check("confirmation-ref.expired", "EMC-GATE-001", "EMC-GATE-004", "EMC-HP-064", uses=(CAPTURE, WITHDRAW))
 def test_an_expired_reference_is_refused(world: World) -> None:
     """A reference past its exp (by more than the clock skew), approved within the execution window, is gate_failed."""
     refuse_flawed(world, "expired")
 
 
-@check("confirmation-ref.ttl-ceiling", "EMC-GATE-004", "EMC-HP-063", "EMC-HP-064")
+@check("confirmation-ref.ttl-ceiling", "EMC-GATE-004", "EMC-HP-063", "EMC-HP-064", uses=(CAPTURE, WITHDRAW))
 def test_a_reference_valid_longer_than_the_ceiling_is_refused(world: World) -> None:
     """A fresh reference whose exp lies more than confirmation.ttl.max after its approval is gate_failed; so is one
     a second over the profile's reference_ttl_seconds, when the profile declares less than the ceiling."""
@@ -216,7 +215,8 @@ def test_a_reference_valid_longer_than_the_ceiling_is_refused(world: World) -> N
 OTHER_OPERATIONS = ["capability", "target", "operation"]
 
 
-@check("confirmation-ref.other-operation", "EMC-GATE-003", "EMC-HP-064")
+@check("confirmation-ref.other-operation", "EMC-GATE-003", "EMC-HP-064",
+       uses=(CAPTURE, WITHDRAW), cases={"capability": (FORGET,)})
 @pytest.mark.parametrize("other", OTHER_OPERATIONS)
 def test_a_reference_for_another_operation_is_refused(world: World, other: str) -> None:
     """A good reference for forget, for another candidate, or for the same one under another key is gate_failed."""
@@ -235,7 +235,7 @@ def test_a_reference_for_another_operation_is_refused(world: World, other: str) 
 def spent_reference(world: World) -> dict[str, Any]:
     """A reference that has just confirmed a withdraw (the withdraw ran)."""
     refs = references(world)
-    scope = world.primary
+    scope = world.scope
     first_arguments = withdraw_arguments(pending_candidate(world))
     first = refs.approve(scope, world.principal(scope, {WITHDRAW}), WITHDRAW, first_arguments)
     asked, ran = send(world, WITHDRAW, first_arguments, first, valid=True)
@@ -245,7 +245,7 @@ def spent_reference(world: World) -> dict[str, Any]:
     return first
 
 
-@check("confirmation-ref.reused-token", "EMC-GATE-003")
+@check("confirmation-ref.reused-token", "EMC-GATE-003", uses=(CAPTURE, WITHDRAW))
 def test_a_spent_reference_confirms_no_other_operation(world: World) -> None:
     """After a reference ran a withdraw, the same token confirms no withdraw of another candidate: it names
     another target."""
@@ -255,11 +255,11 @@ def test_a_spent_reference_confirms_no_other_operation(world: World) -> None:
     assert_refused_and_unchanged(world, WITHDRAW, arguments, reply, "reused_token")
 
 
-@check("confirmation-ref.reused-id", "EMC-HP-065")
+@check("confirmation-ref.reused-id", "EMC-HP-065", uses=(CAPTURE, WITHDRAW))
 def test_a_reference_id_is_used_once(world: World) -> None:
     """A reference valid in every claim for a new withdraw, but reusing a spent approval id, is gate_failed."""
     refs = references(world)
-    scope = world.primary
+    scope = world.scope
     principal = world.principal(scope, {WITHDRAW})
     spent = _claims(next(iter(spent_reference(world).values())))["jti"]
     arguments = withdraw_arguments(pending_candidate(world))
@@ -280,7 +280,8 @@ def _claims(token: str) -> dict[str, Any]:
     return dict(json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))))
 
 
-@check("confirmation-ref.execution-window", "EMC-GATE-005", "EMC-HP-066")
+@check("confirmation-ref.execution-window", "EMC-GATE-005", "EMC-HP-066",
+       uses=(CAPTURE, CASE_TOOL), cases={FORGET: (ADMIT, GET)})
 @pytest.mark.parametrize("tool", [WITHDRAW, FORGET])
 def test_an_approval_older_than_the_window_is_refused(world: World, tool: str) -> None:
     """An approval older than confirmation.execute_within is gate_failed; one well inside the window runs.
@@ -315,7 +316,8 @@ def test_an_approval_older_than_the_window_is_refused(world: World, tool: str) -
 # -- no reference ------------------------------------------------------------------------------------
 
 
-@check("confirmation-ref.missing", "EMC-GATE-008", "EMC-HP-067")
+@check("confirmation-ref.missing", "EMC-GATE-008", "EMC-HP-067",
+       uses=(CAPTURE, CASE_TOOL), cases={FORGET: (ADMIT, GET)})
 @pytest.mark.engram_sessions("without-elicitation")
 @pytest.mark.parametrize("tool", [WITHDRAW, FORGET])
 def test_a_gated_call_without_a_reference_gets_the_protocol_error(world: World, harness: Run, tool: str) -> None:
@@ -329,9 +331,9 @@ def test_a_gated_call_without_a_reference_gets_the_protocol_error(world: World, 
         asked, reply = send(world, tool, arguments, {}, conn=conn)
         world.evidence.add(label, {"asked": asked, "kind": reply.kind, "error": reply.error})
         assert not asked, f"{label}: the server asked for a confirmation the client cannot carry"
-        world.expect(reply, f"{label}: a {tool.removeprefix('engram_memory_')} with no way to confirm it")
-        assert (reply.error["code"], reply.error["message"]) == (UNTRUSTED.jsonrpc_code, UNTRUSTED.message), (
-            f"{label}: the protocol error does not carry the contract's message")
+        what = f"{label}: a {tool.removeprefix('engram_memory_')} with no way to confirm it"
+        world.expect(reply, what)
+        refused_with(reply, "trusted_context_unavailable", what)
     if tool == FORGET:
         world.expect(get_record(world, arguments["record_id"]), "get of the record after an unconfirmed forget")
     confirm_runs(world, tool, arguments, "retry_with_good_reference")

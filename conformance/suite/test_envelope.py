@@ -1,7 +1,7 @@
 """The result envelope: one exact shape, a faithful text copy, the error table's codes, constant sanitised texts,
 no echo.
 
-Most checks judge one sample of calls per era, made in the primary scope by a
+Most checks judge one sample of calls per era, made in the check's scope by a
 principal granted every tool: a success and several refusals of each tool
 (INVALID_SCHEMA, INVALID_DIGEST, NOT_FOUND, DIGEST_CONFLICT, STALE_PAGE, the
 lifecycle refusals). The sample is made once per era and shared by the checks.
@@ -34,6 +34,8 @@ from engram_mcp.conformance import _messages as messages
 from engram_mcp.conformance._checks import Blocked, check, pin, require
 from engram_mcp.conformance._connect import Reply
 from engram_mcp.conformance._envelope_reading import hits, record_content, reflections, same_json, text_copy
+from engram_mcp.conformance._needs import ADMIT, CAPTURE, CASE_TOOL, FORGET, GET, SEARCH, SERVED, WITHDRAW
+from engram_mcp.conformance._words import spoken
 from engram_mcp.conformance._world import DIGEST, World, capture_arguments, fresh_key, unique
 from engram_mcp.conformance.hosts import Answer
 from engram_mcp.contract import load
@@ -43,8 +45,6 @@ ERRORS = CONTRACT.errors
 TABLE_TEXT = "EMC-ENV-008"  # profile: each message is spec/errors.json's text for its code
 TOOLS = fuzz.TOOLS
 TOOL_IDS = [t.removeprefix("engram_memory_") for t in TOOLS]
-SEARCH, GET, CAPTURE, ADMIT, WITHDRAW, FORGET = (fuzz.SEARCH, fuzz.GET, fuzz.CAPTURE, fuzz.ADMIT, fuzz.WITHDRAW,
-                                                 fuzz.FORGET)
 AUDIT_MIN, AUDIT_MAX = CONTRACT.limit("audit_id.min_chars"), CONTRACT.limit("audit_id.max_chars")
 AUDIT_PIN = "EMC-HP-052"  # the host's auditId, echoed (its length bound among it)
 SUCCESS_KEYS = frozenset({"ok", "output", "auditId", "redactionClass"})
@@ -89,7 +89,7 @@ def register(state: RunState, era: str, observed: Observed) -> None:
         return
     where = f"{era}: {observed.label}"
     if audit_id in state.audit_ids:
-        state.repeated.append(f"{audit_id!r} in {state.audit_ids[audit_id]} and again in {where}")
+        state.repeated.append(f"{spoken(audit_id)} in {state.audit_ids[audit_id]} and again in {where}")
     else:
         state.audit_ids[audit_id] = where
 
@@ -98,13 +98,21 @@ def register(state: RunState, era: str, observed: Observed) -> None:
 
 
 
+NOT_SENT = Reply("cancelled")  # a call of the sample the target cannot take: a tool it does not serve
+
+
 def _collect(world: World) -> list[Observed]:
-    scope = world.primary
-    principal = world.principal(scope, set(TOOLS))
+    """The sample, made of the tools the target serves (the check's tools): a server that serves two of the six
+    is judged on the envelopes of those two."""
+    tools = world.tools if world.tools is not None else frozenset(TOOLS)
+    scope = world.scope
+    principal = world.principal(scope, tools)
     purpose = world.profile.purpose_ref
     out: list[Observed] = []
 
     def call(label: str, tool: str, arguments: Any, answer: Answer = "decline") -> Reply:
+        if tool not in tools:
+            return NOT_SENT
         reply = world.call(tool, arguments, scope=scope, principal=principal, answer=answer)
         out.append(Observed(label, tool, arguments, reply))
         return reply
@@ -183,8 +191,8 @@ def results(world: World, harness: Any) -> list[Observed]:
     observed = sample(world, harness)
     kept = [o for o in observed if o.reply.kind == "result"]
     world.evidence.add("calls", len(observed))
-    other = {o.label: o.reply.kind if o.reply.kind != "error" else f"JSON-RPC {(o.reply.error or {}).get('code')}"
-             for o in observed if o.reply.kind != "result"}
+    other = {o.label: o.reply.kind if o.reply.kind != "error" else
+             f"JSON-RPC {spoken((o.reply.error or {}).get('code'))}" for o in observed if o.reply.kind != "result"}
     if other:
         world.evidence.add("not_results", other)
     require(kept, "no call of the sample returned a tool result")
@@ -231,7 +239,7 @@ def _errors(world: World, harness: Any) -> list[tuple[Observed, dict[str, Any]]]
 # -- the checks ---------------------------------------------------------------------------------------
 
 
-@check("envelope.structured-content", "EMC-ENV-001")
+@check("envelope.structured-content", "EMC-ENV-001", uses=SERVED)
 def test_every_result_is_an_envelope_with_an_identical_text_copy(world: World, harness: Any) -> None:
     """structuredContent is an object, and the first text content item parses to exactly it."""
     problems = []
@@ -256,7 +264,7 @@ def test_every_result_is_an_envelope_with_an_identical_text_copy(world: World, h
     fail_with(problems, "results are not a faithful envelope")
 
 
-@check("envelope.is-error", "EMC-ENV-005")
+@check("envelope.is-error", "EMC-ENV-005", uses=SERVED)
 def test_is_error_is_the_negation_of_ok(world: World, harness: Any) -> None:
     """isError is a JSON boolean equal to !ok (absent counts as false); ok is a JSON boolean."""
     problems = []
@@ -268,9 +276,9 @@ def test_is_error_is_the_negation_of_ok(world: World, harness: Any) -> None:
         result = observed.reply.result or {}
         is_error = result.get("isError", False)
         if not isinstance(ok, bool):
-            problems.append(f"{observed.label}: ok is {ok!r}, not a boolean")
+            problems.append(f"{observed.label}: ok is {spoken(ok)}, not a boolean")
         elif not isinstance(is_error, bool):
-            problems.append(f"{observed.label}: isError is {is_error!r}, not a boolean")
+            problems.append(f"{observed.label}: isError is {spoken(is_error)}, not a boolean")
         elif is_error is ok:
             problems.append(f"{observed.label}: isError is {str(is_error).lower()} with ok {str(ok).lower()}")
     fail_with(problems, "results disagree on isError")
@@ -279,12 +287,13 @@ def test_is_error_is_the_negation_of_ok(world: World, harness: Any) -> None:
 def members(label: str, got: Any, expected: frozenset[str], what: str) -> str | None:
     """The contract's members missing from an object (a failure), after pinning any beyond them (EMC-ENV-009)."""
     keys = set(got) if isinstance(got, dict) else set()
-    pin(EXACT_MEMBERS, keys <= expected, f"{label}: {what} carries {sorted(keys - expected)} beyond the contract's")
+    pin(EXACT_MEMBERS, keys <= expected,
+        f"{label}: {what} carries {spoken(sorted(keys - expected))} beyond the contract's")
     missing = expected - keys
-    return f"{label}: {what} lacks {sorted(missing)}" if missing else None
+    return f"{label}: {what} lacks {spoken(sorted(missing))}" if missing else None
 
 
-@check("envelope.success-shape", "EMC-ENV-002", "EMC-ENV-009")
+@check("envelope.success-shape", "EMC-ENV-002", "EMC-ENV-009", uses=SERVED)
 def test_a_success_envelope_has_exactly_its_members(world: World, harness: Any) -> None:
     """{ok: true, output: {schema_version: 1, value}, auditId, redactionClass: "high"}; nothing else, in this
     profile."""
@@ -302,17 +311,17 @@ def test_a_success_envelope_has_exactly_its_members(world: World, harness: Any) 
         if not isinstance(output, dict) or lacking:
             problems.append(lacking or f"{observed.label}: output is {fuzz.describe(output, 120)}")
         elif type(output["schema_version"]) is not int or output["schema_version"] != 1:
-            problems.append(f"{observed.label}: output.schema_version is {output['schema_version']!r}")
+            problems.append(f"{observed.label}: output.schema_version is {spoken(output['schema_version'])}")
         elif not isinstance(output["value"], dict):
             problems.append(f"{observed.label}: output.value is not an object")
         if envelope.get("redactionClass") != "high":
-            problems.append(f"{observed.label}: redactionClass is {envelope.get('redactionClass')!r}")
+            problems.append(f"{observed.label}: redactionClass is {spoken(envelope.get('redactionClass'))}")
         if not isinstance(envelope.get("auditId"), str):
-            problems.append(f"{observed.label}: auditId is {envelope.get('auditId')!r}")
+            problems.append(f"{observed.label}: auditId is {spoken(envelope.get('auditId'))}")
     fail_with(problems, "success envelopes are not exactly the contract's")
 
 
-@check("envelope.failure-shape", "EMC-ENV-003", "EMC-ENV-009")
+@check("envelope.failure-shape", "EMC-ENV-003", "EMC-ENV-009", uses=SERVED)
 def test_a_failure_envelope_has_exactly_its_members(world: World, harness: Any) -> None:
     """{ok: false, auditId, redactionClass: "high", error: {code, message, retriable}}; nothing else, in this
     profile."""
@@ -333,13 +342,13 @@ def test_a_failure_envelope_has_exactly_its_members(world: World, harness: Any) 
                   and isinstance(error["retriable"], bool)):
             problems.append(f"{observed.label}: error members have the wrong types: {fuzz.describe(error, 160)}")
         if envelope.get("redactionClass") != "high":
-            problems.append(f"{observed.label}: redactionClass is {envelope.get('redactionClass')!r}")
+            problems.append(f"{observed.label}: redactionClass is {spoken(envelope.get('redactionClass'))}")
         if not isinstance(envelope.get("auditId"), str):
-            problems.append(f"{observed.label}: auditId is {envelope.get('auditId')!r}")
+            problems.append(f"{observed.label}: auditId is {spoken(envelope.get('auditId'))}")
     fail_with(problems, "failure envelopes are not exactly the contract's")
 
 
-@check("envelope.value-schema", "EMC-ENV-004")
+@check("envelope.value-schema", "EMC-ENV-004", uses=SERVED)
 def test_every_success_value_satisfies_its_tools_value_schema(world: World, harness: Any) -> None:
     """output.value has the members the contract lists for its tool, with the values it fixes
     (schemas/contract/<tool>.value.json); this profile's closed schema (schemas/tools/<tool>.value.json) is
@@ -354,7 +363,7 @@ def test_every_success_value_satisfies_its_tools_value_schema(world: World, harn
             problems.append(f"{observed.label}: {first}")
             continue
         closed = _first_violation(CONTRACT.value_schema(observed.tool), value)
-        pin(CLOSED_VALUES, closed is None, f"{observed.label}: outside this project's value schema: {closed}")
+        pin(CLOSED_VALUES, closed is None, f"{observed.label}: outside this project's value schema: {closed or ''}")
         if closed is None and not CONTRACT.output_validator(observed.tool).is_valid(envelope):
             pin(CLOSED_VALUES, False, f"{observed.label}: the envelope breaks the outputSchema bundled for "
                                       f"{observed.tool}")
@@ -398,7 +407,7 @@ def refusals(world: World, harness: Any) -> list[tuple[Observed, dict[str, Any]]
     return failures
 
 
-@check("envelope.error-codes", "EMC-ERR-001", "EMC-ERR-002")
+@check("envelope.error-codes", "EMC-ERR-001", "EMC-ERR-002", uses=SERVED)
 @pytest.mark.engram_run_last
 def test_error_codes_come_from_the_table(world: World, harness: Any) -> None:
     """Every refusal of the whole run carries a code of spec/errors.json, with the table's retriable flag."""
@@ -407,14 +416,14 @@ def test_error_codes_come_from_the_table(world: World, harness: Any) -> None:
         code = error.get("code")
         entry = ERRORS.get(code) if isinstance(code, str) else None
         if entry is None:
-            problems.append(f"{observed.label}: {code!r} is not a code of the error table")
+            problems.append(f"{observed.label}: {spoken(code)} is not a code of the error table")
         elif error.get("retriable") is not entry.retriable:
-            problems.append(f"{observed.label}: {code} with retriable {error.get('retriable')!r}, "
-                            f"the table says {str(entry.retriable).lower()}")
+            problems.append(f"{observed.label}: {spoken(code)} with retriable {spoken(error.get('retriable'))}, "
+                            f"the table says {spoken(entry.retriable)}")
     fail_with(problems, "refusals use codes outside the table or the wrong retriable flag")
 
 
-@check("envelope.error-tools", "EMC-ERR-003")
+@check("envelope.error-tools", "EMC-ERR-003", uses=SERVED)
 @pytest.mark.engram_run_last
 def test_each_tool_sends_only_its_codes(world: World, harness: Any) -> None:
     """Every refusal of the whole run carries a code spec/errors.json lists for the tool that sent it."""
@@ -428,7 +437,7 @@ def test_each_tool_sends_only_its_codes(world: World, harness: Any) -> None:
 
 
 def table_text(label: str, error: dict[str, Any]) -> None:
-    """The profile pin on a message: this project's text for the code (judged apart, at --level profile)."""
+    """The pin on a message: this project's text for the code (judged apart, at --level pins)."""
     code = error.get("code")
     entry = ERRORS.get(code) if isinstance(code, str) else None
     if entry is not None:
@@ -436,7 +445,7 @@ def table_text(label: str, error: dict[str, Any]) -> None:
             f"{label}: {entry.code} came with {fuzz.describe(error.get('message'), 120)}, not the table's text")
 
 
-@check("envelope.fixed-messages", "EMC-ENV-006")
+@check("envelope.fixed-messages", "EMC-ENV-006", uses=SERVED)
 @pytest.mark.engram_run_last
 def test_each_code_comes_with_one_sanitised_message(world: World, harness: Any) -> None:
     """error.message is one text per code over every refusal of the run, and never holds the call's own values,
@@ -460,7 +469,7 @@ def test_each_code_comes_with_one_sanitised_message(world: World, harness: Any) 
         message = error.get("message")
         echoed = messages.echo(message, observed.arguments) if isinstance(message, str) else None
         if echoed:
-            problems.append(f"{observed.label}: the {error.get('code')} message repeats the argument value "
+            problems.append(f"{observed.label}: the {spoken(error.get('code'))} message repeats the argument value "
                             f"{fuzz.describe(echoed, 60)}")
     world.evidence.add("messages_per_code", {code: len(seen) for code, seen in sorted(texts.items())})
     fail_with(problems, "refusals carry messages that vary, leak or echo")
@@ -469,11 +478,12 @@ def test_each_code_comes_with_one_sanitised_message(world: World, harness: Any) 
 # -- no reflection ------------------------------------------------------------------------------------
 
 
-@check("envelope.no-reflection", "EMC-ENV-006")
+@check("envelope.no-reflection", "EMC-ENV-006",
+       uses=CASE_TOOL, cases={SEARCH: (CAPTURE, ADMIT, FORGET), GET: (CAPTURE, ADMIT, FORGET)})
 @pytest.mark.parametrize("tool", TOOLS, ids=TOOL_IDS)
 def test_no_reply_repeats_what_the_arguments_said(world: World, harness: Any, tool: str) -> None:
     """A marker planted in every string of the arguments never comes back, except a record's own content."""
-    scope = world.primary
+    scope = world.scope
     principal = world.principal(scope, {tool})
     purpose = world.profile.purpose_ref
     state = run_state(harness)
@@ -485,7 +495,7 @@ def test_no_reply_repeats_what_the_arguments_said(world: World, harness: Any, to
         reply = world.call(tool, arguments, scope=scope, principal=principal, answer="decline")
         register(state, world.era, Observed(f"no-reflection {tool}: {label}", tool, arguments, reply))
         seen[label] = ("success" if reply.value is not None else
-                       f"JSON-RPC {(reply.error or {}).get('code')}" if reply.kind == "error" else
+                       f"JSON-RPC {spoken((reply.error or {}).get('code'))}" if reply.kind == "error" else
                        str((reply.envelope or {}).get("error", {}).get("code")) if isinstance(reply.envelope, dict)
                        else reply.kind)
         for where in reflections(reply, marker, allowed):
@@ -523,7 +533,7 @@ def test_no_reply_repeats_what_the_arguments_said(world: World, harness: Any, to
     fail_with(problems, f"replies of {tool} repeat the caller's input")
 
 
-@check("envelope.audit-id", "EMC-ENV-002", "EMC-ENV-003", "EMC-HP-052")
+@check("envelope.audit-id", "EMC-ENV-002", "EMC-ENV-003", "EMC-HP-052", uses=SERVED)
 def test_every_envelope_has_its_own_audit_id(world: World, harness: Any) -> None:
     """auditId is a string never seen before in the run: the host mints a fresh one for every call, so a repeat
     means the target did not echo it (host.audit-echo compares each with the one sent)."""
@@ -533,7 +543,7 @@ def test_every_envelope_has_its_own_audit_id(world: World, harness: Any) -> None
     for item, envelope in observed:
         audit_id = envelope.get("auditId") if isinstance(envelope, dict) else None
         if not isinstance(audit_id, str):
-            problems.append(f"{item.label}: auditId is {audit_id!r}")
+            problems.append(f"{item.label}: auditId is {spoken(audit_id)}")
         else:
             pin(
                 AUDIT_PIN,

@@ -33,7 +33,9 @@ from engram_mcp.conformance._explore import (
     write_counterexample,
 )
 from engram_mcp.conformance._findings import BROKEN_REQUIREMENTS, COUNTEREXAMPLE_FILE, MODEL_BLAME_ALONE
+from engram_mcp.conformance._needs import ADMIT, CAPTURE, FORGET, GET, SEARCH, TOOLS, WITHDRAW
 from engram_mcp.conformance._run import Run
+from engram_mcp.conformance._words import spoken
 from engram_mcp.conformance._world import World
 
 # What a default exploration must reach (its opening does, in a few calls): replay and conflict of one key, a
@@ -58,14 +60,14 @@ def _ready(world: World) -> None:
     """SKIP or BLOCK before the first call when the run cannot explore."""
     roles = callers(world.profile)
     if not roles:
-        pytest.skip(world.profile.lacks("scope with memory on and a principal granted all six tools"))
+        pytest.skip(world.profile.lacks(world.profile.scope_words(frozenset(TOOLS))))
     scopes = scopes_of(world.profile)
     for role in roles:
         offered = world.offered(scopes[role.scope], role.principal)
         missing = sorted(role.tools - offered)
         if missing:
-            raise Blocked(f"the target does not offer {missing} to {role.principal} in {scopes[role.scope].label}, "
-                          "which the profile grants")
+            raise Blocked(f"the target does not offer {spoken(missing)} to {role.principal} in "
+                          f"{scopes[role.scope].label}, which the profile grants")
 
 
 def _failure_lines(execution: Execution) -> list[str]:
@@ -78,7 +80,7 @@ def _failure_lines(execution: Execution) -> list[str]:
     return lines
 
 
-@check("explore.sequences", *REACHED)
+@check("explore.sequences", *REACHED, uses=(SEARCH, GET, CAPTURE, ADMIT, WITHDRAW, FORGET))
 def test_generated_call_sequences_get_answers_the_contract_allows(world: World, harness: Run) -> None:
     """Programs drawn from the seed, within the budget: every answer is one the contract allows in its state."""
     if harness.explore == 0:
@@ -112,8 +114,8 @@ def test_generated_call_sequences_get_answers_the_contract_allows(world: World, 
         world.evidence.add("coverage", dict(sorted(coverage.items())))
     missing = [r for r in REACHED if r not in exercised]
     if missing:
-        raise Blocked(f"{calls} explored calls did not reach {missing} (each needs an answer the contract allows "
-                      "in its situation)")
+        raise Blocked(f"{calls} explored calls did not reach {spoken(missing)} (each needs an answer the contract "
+                      "allows in its situation)")
 
 
 def _report_failure(world: World, harness: Run, execution: Execution) -> None:
@@ -135,7 +137,7 @@ def _report_failure(world: World, harness: Run, execution: Execution) -> None:
     raise AssertionError("\n".join(lines))
 
 
-@check("explore.replay", "EMC-SRCH-016")
+@check("explore.replay", "EMC-SRCH-016", uses=(SEARCH, GET, CAPTURE, ADMIT, WITHDRAW, FORGET))
 def test_a_counterexample_still_fails(world: World, harness: Run) -> None:
     """The counterexample given with --replay, run again (fresh keys and words): does it still fail?"""
     if harness.replay is None:

@@ -17,19 +17,18 @@ import pytest
 from engram_mcp.conformance._background import in_background
 from engram_mcp.conformance._checks import Blocked, check, needs_deep, not_applicable, pin, require
 from engram_mcp.conformance._connect import Connection, Reply
+from engram_mcp.conformance._needs import ADMIT, CAPTURE, CASE_TOOL, FORGET, GET, SEARCH, WITHDRAW
 from engram_mcp.conformance._profile import ScopeProfile
 from engram_mcp.conformance._run import Run
 from engram_mcp.conformance._tracker import Intent
-from engram_mcp.conformance._world import World, capture_arguments, fresh_key
+from engram_mcp.conformance._words import spoken
+from engram_mcp.conformance._world import World, capture_arguments, fresh_key, refused_with
 from engram_mcp.conformance.hosts import Answer
 from engram_mcp.contract import load
 from engram_mcp.contract.binding import CONFIRMATION_INPUT_KEY, CONFIRMATION_REQUESTED_SCHEMA
 
 CONTRACT = load()
 UNTRUSTED = CONTRACT.protocol_errors["trusted_context_unavailable"]
-SEARCH, GET = "engram_memory_search", "engram_memory_get"
-CAPTURE, ADMISSION = "engram_memory_capture", "engram_memory_request_admission"
-WITHDRAW, FORGET = "engram_memory_withdraw", "engram_memory_forget"
 REASON = "reason:conformance-gate"
 # A state is answered this long after its TTL; a silent host stays silent this long after it. A TTL
 # longer than _checks.SHORT_WAIT_SECONDS is waited out only with --deep (needs_deep).
@@ -57,7 +56,7 @@ def state_of(reply: Reply) -> str | None:
 
 def offered_meta(world: World, tool: str, scope: ScopeProfile | None, principal: str | None) -> dict[str, Any]:
     """A valid binding for the call; SKIP when the target does not offer ``tool`` under it."""
-    scope = scope or world.primary
+    scope = scope or world.scope
     principal = principal or world.principal(scope, {tool})
     world._require_offered(tool, scope, principal)
     return world.host.meta(scope, principal)
@@ -107,13 +106,13 @@ def forget_arguments(record_id: str, key: str | None = None) -> dict[str, Any]:
 
 
 def pending_candidate(world: World, scope: ScopeProfile | None = None, principal: str | None = None) -> str:
-    scope = scope or world.primary
+    scope = scope or world.scope
     principal = principal or world.principal(scope, {CAPTURE})
     return world.capture(scope=scope, principal=principal)[1]["candidate_id"]
 
 
 def target_for(world: World, tool: str) -> dict[str, Any]:
-    """Fresh arguments for withdraw (a pending candidate) or forget (an accepted record) in the primary scope."""
+    """Fresh arguments for withdraw (a pending candidate) or forget (an accepted record) in the check's scope."""
     if tool == WITHDRAW:
         return withdraw_arguments(pending_candidate(world))
     return forget_arguments(world.accepted_record()[0])
@@ -142,7 +141,7 @@ def gated_tools(scope: ScopeProfile) -> list[str]:
     if scope.confirm_capture:
         tools.insert(0, CAPTURE)
     if scope.confirm_admission:
-        tools.insert(1, ADMISSION)
+        tools.insert(1, ADMIT)
     return tools
 
 
@@ -191,7 +190,8 @@ def _server_initiated_declared(request: pytest.FixtureRequest) -> None:
 # -- approval ------------------------------------------------------------------------
 
 
-@check("gate.approval-runs", "EMC-GATE-001", "EMC-HP-025", "EMC-HP-028", "EMC-HP-032", "EMC-HP-033", "EMC-HP-070")
+@check("gate.approval-runs", "EMC-GATE-001", "EMC-HP-025", "EMC-HP-028", "EMC-HP-032", "EMC-HP-033", "EMC-HP-070",
+       uses=(CAPTURE, CASE_TOOL), cases={FORGET: (ADMIT, GET)})
 @pytest.mark.parametrize("tool", [WITHDRAW, FORGET])
 def test_an_approved_confirmation_runs_the_operation(world: World, tool: str) -> None:
     """withdraw and forget ask once (an elicitation, or an InputRequiredResult with the form) and run when approved."""
@@ -230,7 +230,8 @@ def test_an_approved_confirmation_runs_the_operation(world: World, tool: str) ->
 # -- refusals --------------------------------------------------------------------------
 
 
-@check("gate.refusal", "EMC-GATE-001", "EMC-HP-029", "EMC-HP-030")
+@check("gate.refusal", "EMC-GATE-001", "EMC-HP-029", "EMC-HP-030",
+       uses=(CAPTURE, CASE_TOOL), cases={FORGET: (ADMIT, GET)})
 @pytest.mark.parametrize("answer", ["decline", "cancel", "accept_false"])
 @pytest.mark.parametrize("tool", [WITHDRAW, FORGET])
 def test_a_refused_confirmation_changes_nothing(world: World, tool: str, answer: Answer) -> None:
@@ -246,7 +247,7 @@ def test_a_refused_confirmation_changes_nothing(world: World, tool: str, answer:
 UNANSWERED = "gate.unanswered"
 
 
-@check(UNANSWERED, "EMC-GATE-001", "EMC-GATE-004", "EMC-HP-032", "EMC-HP-037")
+@check(UNANSWERED, "EMC-GATE-001", "EMC-GATE-004", "EMC-HP-032", "EMC-HP-037", uses=(CAPTURE, WITHDRAW))
 def test_a_confirmation_not_given_in_time_fails(harness: Run, world: World) -> None:
     """Legacy: no answer within the TTL is gate_failed. 2026-07-28: a state answered after its TTL is gate_failed.
     Mostly a wait for the TTL: it runs on a session of its own beside the other waiting checks (_background)."""
@@ -255,7 +256,7 @@ def test_a_confirmation_not_given_in_time_fails(harness: Run, world: World) -> N
 
 @in_background(UNANSWERED)
 def confirmation_not_given_in_time(world: World) -> None:
-    scope = world.primary
+    scope = world.scope
     ttl = ttl_or_skip(world, scope)
     arguments = withdraw_arguments(pending_candidate(world))
     if world.era == "legacy":
@@ -283,12 +284,20 @@ def confirmation_not_given_in_time(world: World) -> None:
     assert_unchanged(world, WITHDRAW, arguments)
 
 
-FORGED_STATES = ["no-state", "garbage-state", "tampered-state", "missing-answer-key", "confirm-string",
-                 "accept-extra-content"]
+# Each way a retry breaks its confirmation, in the words a verdict uses: what the harness changed.
+FORGED_STATE_WORDS = {
+    "no-state": "no request_state", "garbage-state": "a request_state that is no sealed state",
+    "tampered-state": "a request_state with one character changed",
+    "missing-answer-key": "no answer under the confirmation key",
+    "confirm-string": "confirm given as the string 'true', not the boolean",
+    "accept-extra-content": "an approval carrying a member beyond confirm",
+}
+FORGED_STATES = list(FORGED_STATE_WORDS)
 LATE = Intent(confirmation="declined")  # an approval that is no confirmation: late, forged, or for something else
 
 
-@check("gate.forged-state", "EMC-GATE-001", "EMC-HP-026", "EMC-HP-029", "EMC-HP-034", "EMC-HP-037")
+@check("gate.forged-state", "EMC-GATE-001", "EMC-HP-026", "EMC-HP-029", "EMC-HP-034", "EMC-HP-037",
+       uses=(CAPTURE, WITHDRAW), eras="modern")
 @pytest.mark.parametrize("forgery", FORGED_STATES)
 def test_a_retry_without_a_valid_state_is_not_confirmed(world: World, forgery: str) -> None:
     """2026-07-28: a retry lacking, forging or altering the state, or not approving, is gate_failed."""
@@ -315,11 +324,11 @@ def test_a_retry_without_a_valid_state_is_not_confirmed(world: World, forgery: s
     reply = world.conn.call(WITHDRAW, arguments, meta, input_responses=responses, request_state=sent_state,
                             intent=LATE)
     world.evidence.add("forged_retry", outcome(reply))
-    world.expect(reply, f"a withdraw retried with a {forgery}")
+    world.expect(reply, f"a withdraw retried with {FORGED_STATE_WORDS[forgery]}")
     assert_unchanged(world, WITHDRAW, arguments)
 
 
-@check("gate.reused-state", "EMC-HP-038")
+@check("gate.reused-state", "EMC-HP-038", uses=(CAPTURE, WITHDRAW), eras="modern")
 def test_a_state_is_used_once(world: World) -> None:
     """2026-07-28: a state answered once (declined) confirms nothing when answered again, approving."""
     if world.era != "modern":
@@ -339,13 +348,13 @@ def test_a_state_is_used_once(world: World) -> None:
 
 def two_principals_sharing_a_gate(world: World) -> tuple[ScopeProfile, str, str, str] | None:
     """(scope, gated tool, p1, p2): two principals granted the same gated tool in one scope."""
-    order = [CAPTURE, WITHDRAW, ADMISSION, FORGET]
+    order = [CAPTURE, WITHDRAW, ADMIT, FORGET]
     for scope in world.profile.scopes:
         if not scope.memory:
             continue
         gated = gated_tools(scope)
         for tool in sorted(gated, key=order.index):
-            needs = {tool} | ({CAPTURE} if tool != CAPTURE else set()) | ({ADMISSION} if tool == FORGET else set())
+            needs = {tool} | ({CAPTURE} if tool != CAPTURE else set()) | ({ADMIT} if tool == FORGET else set())
             holders = sorted(p for p, granted in scope.principals.items() if tool in granted)
             makers = [p for p in holders if needs <= scope.principals[p]]
             if len(holders) >= 2 and makers:
@@ -362,15 +371,16 @@ def arguments_in(world: World, scope: ScopeProfile, tool: str, principal: str) -
     candidate = pending_candidate(world, scope, principal)
     if tool == WITHDRAW:
         return withdraw_arguments(candidate)
-    if tool == ADMISSION:
+    if tool == ADMIT:
         return {"candidate_id": candidate, "idempotency_key": fresh_key()}
     admitted = world.admit(candidate, scope=scope, principal=principal)
     if admitted.get("status") != "accepted":
-        raise Blocked(f"admission in {scope.label} was {admitted.get('status')!r}, not accepted")
+        raise Blocked(f"admission in {scope.label} was {spoken(admitted.get('status'))}, not accepted")
     return forget_arguments(admitted["record_id"])
 
 
-@check("gate.state-for-another-operation", "EMC-GATE-003", "EMC-HP-027", "EMC-HP-037")
+@check("gate.state-for-another-operation", "EMC-GATE-003", "EMC-HP-027", "EMC-HP-037",
+       uses=(CAPTURE, WITHDRAW), eras="modern")
 @pytest.mark.parametrize("other", ["target", "arguments", "principal", "session"])
 def test_a_state_minted_for_another_operation_is_refused(world: World, other: str) -> None:
     """2026-07-28: a state answered for another target, arguments, principal or session is gate_failed."""
@@ -396,7 +406,7 @@ def test_a_state_minted_for_another_operation_is_refused(world: World, other: st
     if other == "session":
         # The same principal, scope and arguments, bound by the host to another of its sessions.
         _, state = first_round(world, WITHDRAW, arguments)
-        scope = world.primary
+        scope = world.scope
         meta = world.host.meta(scope, world.principal(scope, {WITHDRAW}), session="conformance-other-session")
         reply = world.conn.call(WITHDRAW, arguments, meta, input_responses=approve, request_state=state, intent=LATE)
         world.evidence.add("foreign_state", outcome(reply))
@@ -418,7 +428,8 @@ def test_a_state_minted_for_another_operation_is_refused(world: World, other: st
 # -- a host that cannot confirm at all ---------------------------------------------------
 
 
-@check("gate.no-confirmation-channel", "EMC-GATE-008", "EMC-HP-031", "EMC-HP-067")
+@check("gate.no-confirmation-channel", "EMC-GATE-008", "EMC-HP-031", "EMC-HP-067",
+       uses=(CAPTURE, CASE_TOOL), cases={FORGET: (ADMIT, GET)})
 @pytest.mark.engram_sessions("without-elicitation")
 @pytest.mark.parametrize("tool", [WITHDRAW, FORGET])
 def test_a_host_without_elicitation_gets_the_protocol_error(world: World, harness: Run, tool: str) -> None:
@@ -426,20 +437,21 @@ def test_a_host_without_elicitation_gets_the_protocol_error(world: World, harnes
     arguments = target_for(world, tool)
     conn = session_without_elicitation(harness, world.era)
     before = conn.elicitations
-    scope = world.primary
+    scope = world.scope
     reply = conn.call(tool, arguments, world.host.meta(scope, world.principal(scope, {tool})))
     world.evidence.add("reply", {"kind": reply.kind, "error": reply.error, "code": reply.code})
     assert conn.elicitations == before, "the server sent an elicitation to a client that declared none"
-    world.expect(reply, f"a {tool.removeprefix('engram_memory_')} from a session that cannot be asked to confirm")
-    assert (reply.error["code"], reply.error["message"]) == (UNTRUSTED.jsonrpc_code, UNTRUSTED.message), (
-        "the protocol error does not carry the contract's message")
+    what = f"a {tool.removeprefix('engram_memory_')} from a session that cannot be asked to confirm"
+    world.expect(reply, what)
+    refused_with(reply, "trusted_context_unavailable", what)
     assert_unchanged(world, tool, arguments)
 
 
 # -- approval the agent tries to give itself ------------------------------------------------
 
 
-@check("gate.self-approval", "EMC-GATE-006", "EMC-HP-020", "EMC-HP-022")
+@check("gate.self-approval", "EMC-GATE-006", "EMC-HP-020", "EMC-HP-022",
+       uses=(CAPTURE, CASE_TOOL), cases={FORGET: (ADMIT, GET)})
 @pytest.mark.parametrize("field", ["confirmed", "elicitationRef", "confirmation", "confirm"])
 @pytest.mark.parametrize("tool", [WITHDRAW, FORGET])
 def test_an_argument_claiming_approval_is_invalid(world: World, tool: str, field: str) -> None:
@@ -457,7 +469,8 @@ def test_an_argument_claiming_approval_is_invalid(world: World, tool: str, field
                                 input_responses=world.confirmer.input_responses("accept"),
                                 request_state=state_of(reply), intent=world.stance())
     world.expect(reply, f"a {tool.removeprefix('engram_memory_')} whose arguments claim approval ({field})")
-    assert outcome(reply) == "INVALID_SCHEMA", f"an argument {field!r} gave {outcome(reply)}, not INVALID_SCHEMA"
+    assert outcome(reply) == "INVALID_SCHEMA", (
+        f"an argument {spoken(field)} gave {outcome(reply)}, not INVALID_SCHEMA")
     pin("EMC-HP-022", not asked, "the server asked for a confirmation before refusing the arguments")
     assert_unchanged(world, tool, arguments)
 
@@ -465,11 +478,11 @@ def test_an_argument_claiming_approval_is_invalid(world: World, tool: str, field
 # -- gates chosen by the host's policy -------------------------------------------------------
 
 
-@check("gate.policy-gated", "EMC-GATE-002", "EMC-HP-025", "EMC-HP-030")
-@pytest.mark.parametrize("tool", [CAPTURE, ADMISSION])
+@check("gate.policy-gated", "EMC-GATE-002", "EMC-HP-025", "EMC-HP-030", uses=(CAPTURE, CASE_TOOL))
+@pytest.mark.parametrize("tool", [CAPTURE, ADMIT])
 def test_a_policy_gated_mutation_asks_and_honours_a_refusal(world: World, tool: str) -> None:
     """In a scope whose policy gates capture or request_admission the call asks; declined it fails, approved it runs."""
-    scope = world.need(scope_gating(world, tool), f"{tool.removeprefix('engram_memory_')}-gated")
+    scope = world.need(scope_gating(world, tool), "gated-capture" if tool == CAPTURE else "gated-admission")
     principal = world.principal(scope, {CAPTURE, tool})
     arguments = arguments_in(world, scope, tool, principal)
     asked, refused = ask(world, tool, arguments, "decline", scope=scope, principal=principal)
@@ -481,16 +494,17 @@ def test_a_policy_gated_mutation_asks_and_honours_a_refusal(world: World, tool: 
     world.expect(approved, f"the same {tool.removeprefix('engram_memory_')}, approved")
 
 
-@check("gate.ungated-calls", "EMC-GATE-002", "EMC-HP-025")
-@pytest.mark.parametrize("tool", [CAPTURE, ADMISSION, SEARCH, GET])
+@check("gate.ungated-calls", "EMC-GATE-002", "EMC-HP-025",
+       uses=CASE_TOOL, cases={ADMIT: (CAPTURE,), GET: (CAPTURE, ADMIT)})
+@pytest.mark.parametrize("tool", [CAPTURE, ADMIT, SEARCH, GET])
 def test_an_ungated_call_does_not_ask(world: World, tool: str) -> None:
     """Where the policy gates nothing, capture and request_admission run without asking; search and get never ask."""
-    scope = world.primary
-    require(not scope.confirm_capture and not scope.confirm_admission, "the primary scope gates capture or admission")
-    principal = world.principal(scope, {CAPTURE, ADMISSION, SEARCH, GET})
+    scope = world.scope
+    require(not scope.confirm_capture and not scope.confirm_admission, "the check's scope gates capture or admission")
+    principal = world.principal(scope, world.tools)
     if tool == CAPTURE:
         arguments = capture_arguments(world.profile.purpose_ref)
-    elif tool == ADMISSION:
+    elif tool == ADMIT:
         arguments = {"candidate_id": pending_candidate(world, scope, principal), "idempotency_key": fresh_key()}
     elif tool == SEARCH:
         arguments = {"query": "ledger database", "purpose_ref": world.profile.purpose_ref}
@@ -507,7 +521,8 @@ def test_an_ungated_call_does_not_ask(world: World, tool: str) -> None:
 # -- replays ------------------------------------------------------------------------------------
 
 
-@check("gate.replay-not-reconfirmed", "EMC-IDEM-011", "EMC-HP-041", "EMC-HP-022")
+@check("gate.replay-not-reconfirmed", "EMC-IDEM-011", "EMC-HP-041", "EMC-HP-022",
+       uses=(CAPTURE, CASE_TOOL), cases={FORGET: (ADMIT,)})
 @pytest.mark.parametrize("tool", [WITHDRAW, FORGET])
 def test_a_completed_mutation_replays_without_asking(world: World, tool: str) -> None:
     """The same key and arguments after an approved withdraw or forget replay the stored result and ask nothing."""

@@ -1,5 +1,5 @@
 """Host-owned context the binding carries besides the scope: the auditId, the deadline, cancellation,
-the keys' trusted tenants and issuers, and capture authority (host profile §1.3 and §1.7).
+the keys' trusted tenants and issuers, and capture authority (host wiring §1.3 and §1.7).
 
 Deadlines in the past or future are set well beyond ``binding.clock_skew``, so a
 correct server on a slightly different clock passes. The two waits a server
@@ -20,10 +20,12 @@ from engram_mcp.conformance._background import in_background
 from engram_mcp.conformance._checks import check, not_applicable, pin, require
 from engram_mcp.conformance._connect import Reply
 from engram_mcp.conformance._head_start import head_start
+from engram_mcp.conformance._needs import ADMIT, CAPTURE, CASE_TOOL, FORGET, GET, SEARCH, WITHDRAW
 from engram_mcp.conformance._profile import Profile, ScopeProfile
 from engram_mcp.conformance._run import Run
-from engram_mcp.conformance._world import World, capture_arguments, fresh_key, unknown_record
-from engram_mcp.conformance.hosts import Forgery
+from engram_mcp.conformance._words import answer_words
+from engram_mcp.conformance._world import World, capture_arguments, fresh_key, refused_with, unknown_record
+from engram_mcp.conformance.hosts import FORGERY_WORDS, Forgery
 from engram_mcp.contract import load
 
 CONTRACT = load()
@@ -31,8 +33,6 @@ UNTRUSTED = CONTRACT.protocol_errors["trusted_context_unavailable"]
 UNKNOWN_TOOL = CONTRACT.protocol_errors["unknown_tool"]
 SKEW = CONTRACT.limit("binding.clock_skew")
 AUDIT_ID_MAX = CONTRACT.limit("audit_id.max_chars")
-SEARCH, GET, CAPTURE = "engram_memory_search", "engram_memory_get", "engram_memory_capture"
-ADMIT, WITHDRAW, FORGET = "engram_memory_request_admission", "engram_memory_withdraw", "engram_memory_forget"
 PAST = 12 * SKEW  # seconds: a deadline this far behind has passed on any clock within the skew
 FUTURE = 60 * SKEW
 NEAR = 1.0  # seconds ahead: a deadline that passes while the server waits for a confirmation
@@ -56,12 +56,12 @@ def _seen(reply: Reply) -> dict[str, Any]:
 # -- auditId ---------------------------------------------------------------------------------------
 
 
-@check("host.audit-echo", "EMC-HOST-014", "EMC-HP-052")
+@check("host.audit-echo", "EMC-HOST-014", "EMC-HP-052", uses=SEARCH)
 @pytest.mark.parametrize("case", ["success", "failure", "two-calls", "auditId-in-arguments"])
 def test_the_envelope_echoes_the_hosts_audit_id(world: World, case: str) -> None:
     """The envelope's auditId is exactly the one the host bound to that call: on success and on failure, each call
     its own, and never one written in the arguments (which stay INVALID_SCHEMA)."""
-    scope = world.primary
+    scope = world.scope
     principal = world.principal(scope, {SEARCH})
     purpose = world.profile.purpose_ref
     arguments: dict[str, Any] = {"query": "ledger", "purpose_ref": purpose}
@@ -83,10 +83,10 @@ def test_the_envelope_echoes_the_hosts_audit_id(world: World, case: str) -> None
     assert [r.envelope.get("auditId") for r in replies] == sent, "the envelope does not echo the host's auditId"
 
 
-@check("host.audit-required", "EMC-HP-053")
+@check("host.audit-required", "EMC-HP-053", uses=SEARCH)
 def test_a_call_without_an_audit_id_is_refused(world: World) -> None:
     """A binding without audit_id is refused on tools/call (-32603, nothing runs) and accepted on tools/list."""
-    scope = world.primary
+    scope = world.scope
     principal = world.principal(scope, {SEARCH})
     world._require_offered(SEARCH, scope, principal)
     require("missing_audit_id" in world.host.forgeries, "the host adapter cannot leave out the audit id")
@@ -97,7 +97,7 @@ def test_a_call_without_an_audit_id_is_refused(world: World) -> None:
     world.evidence.add("call", _seen(called))
     assert listed.kind == "result" and SEARCH in {t.get("name") for t in listed.result.get("tools", [])}, (
         "tools/list refused a binding without audit_id")
-    assert _rpc_error(called) == (UNTRUSTED.jsonrpc_code, UNTRUSTED.message), "a call without audit_id was served"
+    refused_with(called, "trusted_context_unavailable", "a call under a binding without audit_id")
 
 
 def _malformed_audit_id(kind: str) -> str:
@@ -110,12 +110,12 @@ def _malformed_audit_id(kind: str) -> str:
     return (body * AUDIT_ID_MAX)[: AUDIT_ID_MAX + 1]  # too-long: one character over the limit
 
 
-@check("host.audit-malformed", "EMC-HP-072")
+@check("host.audit-malformed", "EMC-HP-072", uses=CAPTURE)
 @pytest.mark.parametrize("kind", ["space", "non-ascii", "too-long"])
 def test_a_call_with_a_malformed_audit_id_is_refused(world: World, kind: str) -> None:
     """A binding whose audit_id breaks its format is refused on tools/call with -32603, and nothing runs: the same
     capture, sent again under a well-formed binding with the same key, is a first execution."""
-    scope = world.primary
+    scope = world.scope
     principal = world.principal(scope, {CAPTURE})
     world._require_offered(CAPTURE, scope, principal)
     audit_id = _malformed_audit_id(kind)
@@ -126,12 +126,11 @@ def test_a_call_with_a_malformed_audit_id_is_refused(world: World, kind: str) ->
     called = world.call(CAPTURE, arguments, meta=meta)
     world.evidence.add("audit_id", {"chars": len(audit_id), "kind": kind})
     world.evidence.add("call", _seen(called))
-    assert _rpc_error(called) == (UNTRUSTED.jsonrpc_code, UNTRUSTED.message), (
-        f"a call whose audit_id is {kind} answered {_seen(called)}")
+    refused_with(called, "trusted_context_unavailable", f"a call whose audit_id is {kind}")
     retry = world.call(CAPTURE, arguments, scope=scope, principal=principal)
     world.evidence.add("retry", _seen(retry))
     world.expect(retry, "the same capture under a well-formed binding")
-    require(retry.kind == "result" and retry.code is None, f"the well-formed capture answered {_seen(retry)}")
+    require(retry.kind == "result" and retry.code is None, f"the well-formed capture answered {retry.said()}")
     assert _fresh_run(retry, CAPTURE), "the refused call stored the capture: its retry is a replay"
 
 
@@ -161,14 +160,15 @@ def _fresh_run(reply: Reply, tool: str) -> bool:
     return value.get("status") == "committed_pending" if tool == CAPTURE else value.get("replayed") is False
 
 
-@check("host.deadline-passed", "EMC-HOST-015", "EMC-HP-054")
+@check("host.deadline-passed", "EMC-HOST-015", "EMC-HP-054",
+       uses=CASE_TOOL, cases={ADMIT: (CAPTURE,), WITHDRAW: (CAPTURE,), FORGET: (CAPTURE, ADMIT)})
 @pytest.mark.parametrize(
     "tool", [SEARCH, GET, CAPTURE, ADMIT, WITHDRAW, FORGET], ids=lambda t: t.removeprefix("engram_memory_")
 )
 def test_a_passed_deadline_changes_nothing(world: World, tool: str) -> None:
     """A call whose deadline has passed on arrival is DEADLINE_EXCEEDED and changes nothing: the same mutation,
     retried with the same key before a new deadline, is a first execution."""
-    scope = world.primary
+    scope = world.scope
     principal = world.principal(scope, {tool})
     world._require_offered(tool, scope, principal)
     arguments = _target(world, tool, scope)
@@ -198,7 +198,7 @@ def _require_a_wait(world: World) -> None:
 DEADLINE_DURING_CONFIRMATION = "host.deadline-during-confirmation"
 
 
-@check(DEADLINE_DURING_CONFIRMATION, "EMC-HP-055")
+@check(DEADLINE_DURING_CONFIRMATION, "EMC-HP-055", uses=(CAPTURE, WITHDRAW))
 def test_a_deadline_that_passes_during_the_confirmation_stops_the_mutation(harness: Run, world: World) -> None:
     """A deadline that passes while the human decides stops the mutation: DEADLINE_EXCEEDED, nothing is committed,
     and a retry with the same key is a first execution. In the legacy era the server judges it again once the
@@ -210,7 +210,7 @@ def test_a_deadline_that_passes_during_the_confirmation_stops_the_mutation(harne
 @in_background(DEADLINE_DURING_CONFIRMATION, applies=lambda era, profile, params: _waits_for_the_host(profile))
 def deadline_during_confirmation(world: World) -> None:
     _require_a_wait(world)
-    scope = world.primary
+    scope = world.scope
     principal = world.principal(scope, {CAPTURE, WITHDRAW})
     world._require_offered(WITHDRAW, scope, principal)
     # Answer after the deadline by as much of the skew as the confirmation's lifetime leaves room for.
@@ -232,13 +232,13 @@ def deadline_during_confirmation(world: World) -> None:
     world.evidence.add("server_clock_lag_tolerated_seconds", round(delay - NEAR, 3))
     world.evidence.add("near_deadline", _seen(late))
     assert late.kind == "result" and late.code == "DEADLINE_EXCEEDED", (
-        f"a deadline that passed before the approval answered {_seen(late)}"
+        f"a deadline that passed before the approval answered {late.said()}"
         + ("" if world.era == "modern" or world.conn.elicitations > asked else
            " (without asking for a confirmation)"))
     retry = world.call(WITHDRAW, arguments, scope=scope, principal=principal, deadline=time.time() + FUTURE)
     world.evidence.add("retry", _seen(retry))
     world.expect(retry, "the withdraw, retried before a new deadline")
-    require(retry.value is not None, f"the retry before a new deadline did not succeed: {_seen(retry)}")
+    require(retry.value is not None, f"the retry before a new deadline did not succeed: {retry.said()}")
     assert _fresh_run(retry, WITHDRAW), "the withdraw committed after its deadline: its retry was a replay"
 
 
@@ -249,7 +249,7 @@ def _answered_after_the_deadline(world: World, scope: ScopeProfile, principal: s
     deadline = time.time() + NEAR
     asked = world.conn.call(WITHDRAW, arguments, world.host.meta(scope, principal, deadline=deadline))
     world.evidence.add("asked", _seen(asked))
-    require(asked.kind == "input_required", f"the withdraw did not ask for a confirmation: {_seen(asked)}")
+    require(asked.kind == "input_required", f"the withdraw did not ask for a confirmation: {asked.said()}")
     time.sleep(delay)
     return world.conn.call(WITHDRAW, arguments, world.host.meta(scope, principal, deadline=deadline),
                            input_responses=world.confirmer.input_responses("accept"),
@@ -268,7 +268,7 @@ DEADLINE_AFTER_COMMIT = "host.deadline-after-commit"
 def capture_under_a_near_deadline(world: World) -> tuple[float, dict[str, Any], Reply, ScopeProfile, str]:
     """The capture whose deadline lies COMMIT_AHEAD ahead, sent as the run begins so that the wait for its deadline
     overlaps other checks: (its deadline, its arguments, its reply, the scope and the principal)."""
-    scope = world.primary
+    scope = world.scope
     principal = world.principal(scope, {CAPTURE})
     world._require_offered(CAPTURE, scope, principal)
     arguments = capture_arguments(world.profile.purpose_ref)
@@ -277,7 +277,7 @@ def capture_under_a_near_deadline(world: World) -> tuple[float, dict[str, Any], 
     return deadline, arguments, first, scope, principal
 
 
-@check(DEADLINE_AFTER_COMMIT, "EMC-HP-055")
+@check(DEADLINE_AFTER_COMMIT, "EMC-HP-055", uses=CAPTURE)
 def test_a_commit_whose_deadline_then_passes_is_reported_and_replayed(harness: Run, world: World) -> None:
     """A capture that commits before its deadline reports its outcome; once that deadline has passed, a retry with
     the same key (its own binding, with a new deadline) is the replay of that capture: not DEADLINE_EXCEEDED and not
@@ -287,9 +287,9 @@ def test_a_commit_whose_deadline_then_passes_is_reported_and_replayed(harness: R
     # A server whose clock runs ahead may refuse the first call for its deadline, rightly: then there is no commit
     # to replay, and the check cannot conclude.
     require(first.value is not None and first.code is None,
-            f"a capture under a deadline {COMMIT_AHEAD:g} s ahead was not taken ({_seen(first)})")
+            f"a capture under a deadline {COMMIT_AHEAD:g} s ahead was not taken ({first.said()})")
     assert first.value.get("status") == "committed_pending", (
-        f"a capture under a deadline {COMMIT_AHEAD:g} s ahead answered {_seen(first)}")
+        f"a capture under a deadline {COMMIT_AHEAD:g} s ahead answered {first.said()}")
     time.sleep(max(0.0, deadline + SKEW + 0.5 - time.time()))  # passed on any clock within the skew
     retry = world.call(CAPTURE, arguments, scope=scope, principal=principal, deadline=time.time() + FUTURE)
     world.evidence.add("retry_after_the_deadline", _seen(retry))
@@ -298,9 +298,9 @@ def test_a_commit_whose_deadline_then_passes_is_reported_and_replayed(harness: R
         "the retry after the first deadline was refused for that deadline: the committed outcome can no longer be "
         "learnt")
     world.expect(retry, "the capture, retried once its first deadline had passed")
-    assert retry.value is not None, f"the retry after the deadline answered {_seen(retry)}"
+    assert retry.value is not None, f"the retry after the deadline answered {retry.said()}"
     assert retry.value.get("status") == "duplicate_exact", (
-        f"the retry after the deadline was not the replay of the committed capture: {_seen(retry)}")
+        f"the retry after the deadline was not the replay of the committed capture: {retry.said()}")
     assert retry.value.get("candidate_id") == first.value.get("candidate_id"), (
         "the retry after the deadline named another candidate than the committed capture")
 
@@ -315,6 +315,11 @@ NO_CANCEL_WINDOW = (
     "judged and committed at once. No moment exists at which the harness knows a gated call is past its "
     "confirmation and not yet committed; a cancellation sent at once races the call, and every outcome of that race "
     "is allowed (EMC-HP-056), so no check of it could fail on a real breach")
+
+
+def _answer_words(answer: dict[str, Any] | None) -> str:
+    """What the cancelled request got back, in words."""
+    return "nothing" if answer is None else answer_words(answer.get("result"), answer.get("error"))
 
 
 def _answer_seen(answer: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -343,7 +348,7 @@ def _allowed_cancel_answer(answer: dict[str, Any] | None) -> bool:
 CANCEL_BEFORE_COMMIT = "host.cancel-before-commit"
 
 
-@check(CANCEL_BEFORE_COMMIT, "EMC-HOST-016", "EMC-HP-056")
+@check(CANCEL_BEFORE_COMMIT, "EMC-HOST-016", "EMC-HP-056", uses=(CAPTURE, CASE_TOOL), cases={FORGET: (ADMIT,)})
 @pytest.mark.parametrize("tool", [WITHDRAW, FORGET], ids=lambda t: t.removeprefix("engram_memory_"))
 def test_a_call_cancelled_before_it_commits_changes_nothing(harness: Run, world: World, tool: str) -> None:
     """notifications/cancelled while the server waits for the confirmation: the cancelled request gets no answer,
@@ -359,7 +364,7 @@ def cancel_before_commit(world: World, tool: str) -> None:
     if world.era == "modern":
         not_applicable(NO_CANCEL_WINDOW)
     _require_a_wait(world)
-    scope = world.primary
+    scope = world.scope
     principal = world.principal(scope, {tool})
     world._require_offered(tool, scope, principal)
     arguments = _target(world, tool, scope)
@@ -372,17 +377,17 @@ def cancel_before_commit(world: World, tool: str) -> None:
         world.conn.cancel_on_elicit, world.conn.answer_delay = False, 0.0
     call_id = world.conn.tap.last_call_id
     world.evidence.add("cancelled", _seen(cancelled))
-    require(world.conn.elicitations > asked, f"the server never asked for a confirmation ({_seen(cancelled)})")
+    require(world.conn.elicitations > asked, f"the server never asked for a confirmation ({cancelled.said()})")
     time.sleep(late_answer + 1.0)  # the late approval has reached the server before the retry goes out
     answer = world.conn.answer_to(call_id, within=0.5)
     world.evidence.add("cancelled_request_answer", _answer_seen(answer))
     pin("EMC-HP-056", _allowed_cancel_answer(answer),
-        f"the cancelled request was answered {_answer_seen(answer)}: this profile allows no answer, -32800 or a "
+        f"the cancelled request was answered {_answer_words(answer)}: this profile allows no answer, -32800 or a "
         "CANCELLED envelope")
     retry = world.call(tool, arguments, scope=scope, principal=principal, answer="accept")
     world.evidence.add("retry", _seen(retry))
     world.expect(retry, f"the {tool.removeprefix('engram_memory_')}, retried after its cancellation")
-    require(retry.value is not None, f"the retry after the cancellation did not succeed: {_seen(retry)}")
+    require(retry.value is not None, f"the retry after the cancellation did not succeed: {retry.said()}")
     said_cancelled = (_answer_seen(answer) or {}).get("code") == "CANCELLED"
     # An envelope saying CANCELLED is a retriable refusal: nothing ran. Without one, the retry may replay a commit
     # the cancellation came too late for; this profile says the late approval ran nothing either.
@@ -399,7 +404,7 @@ def cancel_before_commit(world: World, tool: str) -> None:
 
 def _refused_everywhere(world: World, forgery: Forgery) -> None:
     """tools/list and tools/call under the forged binding are both the constant -32603."""
-    scope = world.primary
+    scope = world.scope
     principal = world.principal(scope, {SEARCH})
     world._require_offered(SEARCH, scope, principal)
     require(forgery in world.host.forgeries, f"the host adapter cannot forge a {forgery} binding")
@@ -409,30 +414,29 @@ def _refused_everywhere(world: World, forgery: Forgery) -> None:
     world.evidence.add("list", {"kind": listed.kind, "error": listed.error,
                                 "tools": len((listed.result or {}).get("tools", []))})
     world.evidence.add("call", _seen(called))
-    expected = (UNTRUSTED.jsonrpc_code, UNTRUSTED.message)
-    assert _rpc_error(listed) == expected, f"tools/list under a {forgery} binding answered {listed.kind} {listed.error}"
-    assert _rpc_error(called) == expected, f"tools/call under a {forgery} binding answered {_seen(called)}"
+    refused_with(listed, "trusted_context_unavailable", f"tools/list under {FORGERY_WORDS[forgery]}")
+    refused_with(called, "trusted_context_unavailable", f"tools/call under {FORGERY_WORDS[forgery]}")
 
 
-@check("host.foreign-tenant", "EMC-HOST-011", "EMC-HP-008")
+@check("host.foreign-tenant", "EMC-HOST-011", "EMC-HP-008", uses=SEARCH)
 def test_a_tenant_the_key_is_not_trusted_for_is_refused(world: World) -> None:
     """A binding, signed by the trusted key, for a tenant the key is not trusted for: -32603 on list and call."""
     _refused_everywhere(world, "foreign_tenant")
 
 
-@check("host.foreign-issuer", "EMC-HOST-011", "EMC-HP-008")
+@check("host.foreign-issuer", "EMC-HOST-011", "EMC-HP-008", uses=SEARCH)
 def test_an_issuer_the_key_is_not_trusted_for_is_refused(world: World) -> None:
     """A binding, signed by the trusted key, in the name of an issuer the key is not trusted for: -32603."""
     _refused_everywhere(world, "foreign_issuer")
 
 
-@check("host.capture-unauthorized", "EMC-CAP-018", "EMC-HP-057")
+@check("host.capture-unauthorized", "EMC-CAP-018", "EMC-HP-057", uses=CAPTURE, roles="capture-denied")
 def test_a_capture_without_capture_authority_is_unauthorized(world: World) -> None:
     """A principal granted capture but without capture authority in the scope gets UNAUTHORIZED; a tool it was never
     granted stays -32602."""
     found = world.profile.capture_denied()
     if found is None:
-        pytest.skip(world.profile.lacks("capture-denied (a principal in capture_denied_principals)"))
+        pytest.skip(world.profile.lacks("capture-denied"))
     scope, principal = found
     world._require_offered(CAPTURE, scope, principal)
     arguments = capture_arguments(world.profile.purpose_ref)

@@ -13,11 +13,11 @@ import pytest
 from engram_mcp.conformance._checks import Blocked, check, require
 from engram_mcp.conformance._connect import Reply
 from engram_mcp.conformance._head_start import head_start
+from engram_mcp.conformance._needs import ADMIT, CAPTURE, CASE_TOOL, FORGET, SEARCH, WITHDRAW
 from engram_mcp.conformance._run import Run
+from engram_mcp.conformance._words import spoken
 from engram_mcp.conformance._world import World, capture_arguments, fresh_key, unique, unknown_candidate, unknown_record
 
-SEARCH, CAPTURE = "engram_memory_search", "engram_memory_capture"
-ADMIT, WITHDRAW, FORGET = "engram_memory_request_admission", "engram_memory_withdraw", "engram_memory_forget"
 REASON = "reason:conformance"
 
 
@@ -59,11 +59,11 @@ def forgetting(record_id: str, key: str | None = None, reason: str = REASON) -> 
 
 
 def accepted(world: World, text: str | None = None, principal: str | None = None) -> tuple[str, str, dict[str, Any]]:
-    """A candidate admitted in the primary scope: (candidate_id, record_id, capture arguments)."""
+    """A candidate admitted in the check's scope: (candidate_id, record_id, capture arguments)."""
     arguments, captured = world.capture(text=text, principal=principal)
     outcome = world.admit(captured["candidate_id"], principal=principal)
     require(outcome.get("status") == "accepted" and "record_id" in outcome,
-            f"admission of benign content in the primary scope was {outcome.get('status')!r}, not accepted")
+            f"admission of benign content in the check's scope was {spoken(outcome.get('status'))}, not accepted")
     return captured["candidate_id"], outcome["record_id"], arguments
 
 
@@ -84,7 +84,8 @@ def replay(world: World, tool: str, arguments: dict[str, Any]) -> tuple[Reply, b
 # -- replays -------------------------------------------------------------------
 
 
-@check("idempotency.capture-replay", "EMC-IDEM-005", "EMC-CAP-014", "EMC-IDEM-011")
+@check("idempotency.capture-replay", "EMC-IDEM-005", "EMC-CAP-014", "EMC-IDEM-011",
+       uses=(CAPTURE, ADMIT, SEARCH, FORGET))
 def test_a_repeated_capture_is_duplicate_exact_and_writes_nothing(world: World) -> None:
     """The same capture under the same key answers duplicate_exact with the first candidate, before and after
     admission, and after its record was forgotten."""
@@ -99,7 +100,8 @@ def test_a_repeated_capture_is_duplicate_exact_and_writes_nothing(world: World) 
     world.expect(second, "the same capture again")
     outcome = world.admit(candidate)
     require(
-        outcome.get("status") == "accepted", f"admission of the candidate was {outcome.get('status')!r}, not accepted"
+        outcome.get("status") == "accepted",
+        f"admission of the candidate was {spoken(outcome.get('status'))}, not accepted"
     )
     third, _ = replay(world, CAPTURE, arguments)
     world.evidence.add("replay_after_admission", seen(third))
@@ -114,7 +116,8 @@ def test_a_repeated_capture_is_duplicate_exact_and_writes_nothing(world: World) 
     world.expect(fourth, "the same capture again, after its record was forgotten")
 
 
-@check("idempotency.mutation-replay", "EMC-IDEM-006", "EMC-IDEM-011", "EMC-IDEM-014")
+@check("idempotency.mutation-replay", "EMC-IDEM-006", "EMC-IDEM-011", "EMC-IDEM-014",
+       uses=(CAPTURE, CASE_TOOL), cases={FORGET: (ADMIT,)})
 @pytest.mark.parametrize("tool", [ADMIT, WITHDRAW, FORGET])
 def test_a_repeated_mutation_returns_the_first_result_marked_replayed(world: World, tool: str) -> None:
     """A repeated admission, withdraw or forget returns the first result with replayed true, after the state has
@@ -123,7 +126,7 @@ def test_a_repeated_mutation_returns_the_first_result_marked_replayed(world: Wor
     first = world.call(tool, copy.deepcopy(arguments))
     world.evidence.add("first", seen(first))
     if first.value is None:
-        raise Blocked(f"the first {tool} failed: {first.kind} {first.code!r}")
+        raise Blocked(f"the first {tool} failed: it was answered {first.said()}")
     world.expect(first, f"the first {tool.removeprefix('engram_memory_')}")
     second, asked = replay(world, tool, arguments)
     world.evidence.add("replay", seen(second))
@@ -132,7 +135,7 @@ def test_a_repeated_mutation_returns_the_first_result_marked_replayed(world: Wor
 
 
 def fresh_operation(world: World, tool: str, principal: str | None = None, key: str | None = None) -> dict[str, Any]:
-    """Arguments for a first admission, withdraw or forget of a target made for it in the primary scope."""
+    """Arguments for a first admission, withdraw or forget of a target made for it in the check's scope."""
     if tool == FORGET:
         _, record, _ = accepted(world, principal=principal)
         return forgetting(record, key)
@@ -162,7 +165,7 @@ def capture_expiring_soon(world: World) -> tuple[datetime, dict[str, Any], Reply
     return expires, arguments, world.call(CAPTURE, copy.deepcopy(arguments))
 
 
-@check(RETRY_AFTER_EXPIRY, "EMC-IDEM-013")
+@check(RETRY_AFTER_EXPIRY, "EMC-IDEM-013", uses=CAPTURE)
 def test_a_retry_keeps_the_retention_of_its_first_capture(harness: Run, world: World) -> None:
     """A capture retried after its expires_at has passed is still the same capture: duplicate_exact, not
     INVALID_SCHEMA."""
@@ -170,7 +173,7 @@ def test_a_retry_keeps_the_retention_of_its_first_capture(harness: Run, world: W
     world.evidence.add("first", seen(first))
     first_value = first.value
     require(first_value is not None and first_value.get("status") == "committed_pending",
-            f"a capture whose expires_at is {EXPIRY_AHEAD.total_seconds():.0f} s ahead was not taken ({seen(first)}): "
+            f"a capture whose expires_at is {EXPIRY_AHEAD.total_seconds():.0f} s ahead was not taken ({first.said()}): "
             "the target's clock may be ahead of the harness's")
     world.expect(first, "a capture whose expires_at lies a few seconds ahead")
     time.sleep(max(0.0, (expires - datetime.now(UTC)).total_seconds() + CLOCK_MARGIN))
@@ -178,8 +181,8 @@ def test_a_retry_keeps_the_retention_of_its_first_capture(harness: Run, world: W
     fresh = world.call(CAPTURE, {**copy.deepcopy(arguments), "idempotency_key": fresh_key()})
     world.evidence.add("new_key_after_expiry", seen(fresh))
     require(fresh.code == "INVALID_SCHEMA",
-            f"a first capture whose expires_at passed {CLOCK_MARGIN} s ago answered {seen(fresh)}, not INVALID_SCHEMA, "
-            "so the target's clock cannot be shown to have passed it")
+            f"a first capture whose expires_at passed {CLOCK_MARGIN} s ago answered {fresh.said()}, not "
+            "INVALID_SCHEMA, so the target's clock cannot be shown to have passed it")
     # The first arguments, unchanged: only the clock has moved past expires_at.
     second = world.call(CAPTURE, copy.deepcopy(arguments))
     world.evidence.add("retry_after_expiry", seen(second))
@@ -190,7 +193,7 @@ def test_a_retry_keeps_the_retention_of_its_first_capture(harness: Run, world: W
 
 # A key used for one operation, then sent with another: other content, another target, another tool. Where the
 # second call's own target would let it run, the contract allows only DIGEST_CONFLICT; where that target's state
-# forbids it too, it allows that refusal as well (and the profile pins the conflict: idempotency.conflict-before-
+# forbids it too, it allows that refusal as well (and the pins the conflict: idempotency.conflict-before-
 # lifecycle). Never the other operation's effect, and never the first result replayed.
 CONFLICTS = {
     "capture-content": (CAPTURE, CAPTURE), "admission-target": (ADMIT, ADMIT),
@@ -202,7 +205,12 @@ CONFLICTS = {
 }
 
 
-@check("idempotency.digest-conflict", "EMC-IDEM-007")
+@check("idempotency.digest-conflict", "EMC-IDEM-007",
+       uses=CAPTURE, cases={
+           "admission-target": (ADMIT,), "capture-then-admission": (ADMIT,), "withdraw-reason": (WITHDRAW,),
+           "withdraw-target": (WITHDRAW,), "forget-reason": (ADMIT, FORGET), "forget-target": (ADMIT, FORGET),
+           "withdraw-then-forget": (ADMIT, WITHDRAW, FORGET), "forget-then-withdraw": (ADMIT, WITHDRAW, FORGET),
+           "admission-then-capture": (ADMIT,)})
 @pytest.mark.parametrize("change", list(CONFLICTS))
 def test_a_key_reused_for_something_else_is_a_conflict_without_effect(world: World, change: str) -> None:
     """Reusing a key with other content, another target or another tool is DIGEST_CONFLICT, and changes nothing:
@@ -231,7 +239,10 @@ def test_a_key_reused_for_something_else_is_a_conflict_without_effect(world: Wor
         world.expect(unchanged, "the second operation under a key of its own, after the conflict")
 
 
-@check("idempotency.conflict-before-lifecycle", "EMC-IDEM-012")
+@check("idempotency.conflict-before-lifecycle", "EMC-IDEM-012",
+       uses=CAPTURE, cases={
+           "withdraw-content": (WITHDRAW,), "withdraw-target": (WITHDRAW,), "forget-content": (ADMIT, FORGET),
+           "admission-then-withdraw": (ADMIT, WITHDRAW)})
 @pytest.mark.parametrize("case", ["withdraw-content", "withdraw-target", "forget-content", "admission-then-withdraw"])
 def test_a_conflict_wins_over_a_lifecycle_refusal(world: World, case: str) -> None:
     """A reused key is DIGEST_CONFLICT even where the target's state would also refuse the call."""
@@ -253,7 +264,7 @@ def test_a_conflict_wins_over_a_lifecycle_refusal(world: World, case: str) -> No
         outcome = world.value(world.call(ADMIT, admission(captured["candidate_id"], key)), "request_admission")[
             "outcome"
         ]
-        require(outcome.get("status") == "accepted", f"admission was {outcome.get('status')!r}, not accepted")
+        require(outcome.get("status") == "accepted", f"admission was {spoken(outcome.get('status'))}, not accepted")
         # Withdrawing an accepted candidate would be ILLEGAL_TRANSITION; the key decides first.
         again, tool = withdrawal(captured["candidate_id"], key), WITHDRAW
     reply = world.call(tool, again)
@@ -265,20 +276,22 @@ def test_a_conflict_wins_over_a_lifecycle_refusal(world: World, case: str) -> No
 
 
 def _holders(world: World, tool: str) -> list[str]:
-    """Principals of the primary scope that can make and use a target of ``tool`` themselves."""
-    scope = world.primary
+    """Principals of the check's scope that can make and use a target of ``tool`` themselves."""
+    scope = world.scope
     needs = {CAPTURE, tool} | ({ADMIT} if tool == FORGET else set())
     return sorted(p for p, granted in scope.principals.items() if needs <= granted and p not in scope.capture_denied)
 
 
-@check("idempotency.per-principal", "EMC-IDEM-004", "EMC-HP-048")
+@check("idempotency.per-principal", "EMC-IDEM-004", "EMC-HP-048",
+       uses=CASE_TOOL, cases={
+           ADMIT: (CAPTURE,), WITHDRAW: (CAPTURE,), FORGET: (CAPTURE, ADMIT)}, roles="second-principal")
 @pytest.mark.parametrize("tool", [CAPTURE, ADMIT, WITHDRAW, FORGET], ids=lambda t: t.removeprefix("engram_memory_"))
 def test_keys_belong_to_one_principal(world: World, tool: str) -> None:
     """Two principals using one key neither replay nor conflict: the second's call is its own first execution."""
     holders = _holders(world, tool)
     if len(holders) < 2:
         pytest.skip(f"the profile grants {tool} (and what makes its targets) to {len(holders)} principal(s) of "
-                    f"{world.primary.label}: keys scoped per principal need two, so naming a second principal "
+                    f"{world.scope.label}: keys scoped per principal need two, so naming a second principal "
                     "granted them there unlocks this case")
     first, second = holders[:2]
     purpose = world.profile.purpose_ref
@@ -302,7 +315,7 @@ def test_keys_belong_to_one_principal(world: World, tool: str) -> None:
     world.expect(c_reply, f"{second}'s own {tool.removeprefix('engram_memory_')} under a key {first} used")
 
 
-@check("idempotency.key-required", "EMC-IDEM-001")
+@check("idempotency.key-required", "EMC-IDEM-001", uses=(CAPTURE, ADMIT, WITHDRAW, FORGET))
 def test_a_mutation_without_a_key_is_invalid(world: World) -> None:
     """capture, request_admission, withdraw and forget without idempotency_key are INVALID_SCHEMA."""
     calls = {
@@ -332,7 +345,7 @@ def _keys(case: str) -> tuple[str, str]:
     return token + "cafe\u0301", token + "caf\u00e9"  # decomposed versus composed
 
 
-@check("idempotency.key-bounds", "EMC-IDEM-002")
+@check("idempotency.key-bounds", "EMC-IDEM-002", uses=(CAPTURE, ADMIT, WITHDRAW, FORGET))
 @pytest.mark.parametrize("case", ["too-short", "too-long", "not-nfc"])
 def test_a_key_outside_its_bounds_is_invalid(world: World, case: str) -> None:
     """A key under 16 or over 256 UTF-8 bytes, or not in NFC, is INVALID_SCHEMA for all four mutations; the bounds
@@ -354,7 +367,7 @@ def test_a_key_outside_its_bounds_is_invalid(world: World, case: str) -> None:
     world.expect(reply, f"a capture under a key of {len(good.encode())} bytes in NFC, within the bounds")
 
 
-@check("idempotency.new-key-same-content", "EMC-CAP-015", "EMC-CAP-014")
+@check("idempotency.new-key-same-content", "EMC-CAP-015", "EMC-CAP-014", uses=(CAPTURE, ADMIT))
 def test_equal_content_under_a_new_key_is_a_new_candidate(world: World) -> None:
     """Content equal to an earlier capture, or to a current record, under a new key is committed_pending again."""
     arguments = capture_arguments(world.profile.purpose_ref, text=text_with(unique("idem")))
@@ -363,7 +376,7 @@ def test_equal_content_under_a_new_key_is_a_new_candidate(world: World) -> None:
     world.evidence.add("equal_to_a_capture", seen(again))
     world.expect(again, "content equal to an earlier capture, under a new key")
     outcome = world.admit(first["candidate_id"])
-    require(outcome.get("status") == "accepted", f"admission was {outcome.get('status')!r}, not accepted")
+    require(outcome.get("status") == "accepted", f"admission was {spoken(outcome.get('status'))}, not accepted")
     third = world.call(CAPTURE, {**copy.deepcopy(arguments), "idempotency_key": fresh_key()})
     world.evidence.add("equal_to_a_record", seen(third))
     world.expect(third, "content equal to a current record, under a new key")

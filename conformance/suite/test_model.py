@@ -21,7 +21,7 @@ from engram_mcp.conformance._world import World
 SHOWN = 50
 
 
-@check("model.every-call", "EMC-SRCH-016")
+@check("model.every-call", "EMC-SRCH-016", uses=())
 @pytest.mark.engram_run_last
 def test_every_call_of_the_run_got_an_answer_the_contract_allows(world: World, harness: Any) -> None:
     """No tools/call of the run, in this era, got an answer the contract model does not allow."""

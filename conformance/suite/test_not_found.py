@@ -21,8 +21,10 @@ import pytest
 
 from engram_mcp.conformance._checks import Blocked, check, pin, require
 from engram_mcp.conformance._connect import Reply
+from engram_mcp.conformance._needs import ADMIT, CAPTURE, FORGET, GET, WITHDRAW
 from engram_mcp.conformance._profile import ACCEPTS_BENIGN, ScopeProfile
 from engram_mcp.conformance._timing import Comparison, compare
+from engram_mcp.conformance._words import spoken
 from engram_mcp.conformance._world import (
     World,
     capture_arguments,
@@ -34,8 +36,6 @@ from engram_mcp.conformance._world import (
 )
 from engram_mcp.contract import record_id
 
-GET, CAPTURE = "engram_memory_get", "engram_memory_capture"
-ADMIT, WITHDRAW, FORGET = "engram_memory_request_admission", "engram_memory_withdraw", "engram_memory_forget"
 REASON = "reason:conformance"
 SAMPLES = 60       # per condition, interleaved
 WARMUP_ROUNDS = 8  # discarded
@@ -71,7 +71,7 @@ UNLOCK = {
                 "reject or secret-scan, a principal granted every tool): the rejected-candidate probes need one",
     "other-tenant": "the profile names no scope of another tenant where a principal is granted capture: "
                     "the out-of-scope probes need a second tenant's scope",
-    "other-workspace": "the profile names no other workspace of the primary scope's tenant where a principal is "
+    "other-workspace": "the profile names no other workspace of the check's scope's tenant where a principal is "
                        "granted capture: the out-of-scope probes need a sibling workspace",
 }
 
@@ -116,8 +116,8 @@ def _accepted_in(world: World, scope: ScopeProfile) -> tuple[str, str, str] | No
 
 def _elsewhere(world: World, targets: Targets, label: str, pending_scope: ScopeProfile | None,
                record_scopes: list[ScopeProfile]) -> None:
-    """Targets in a scope other than the primary: a pending candidate, and a record where one can be admitted."""
-    primary = world.primary
+    """Targets in a scope other than the check's own: a pending candidate, and a record where one can be admitted."""
+    primary = world.scope
     pending = _capture_in(world, pending_scope) if pending_scope is not None else None
     if pending is None:
         targets.notes[label] = UNLOCK[label]
@@ -137,7 +137,7 @@ def _elsewhere(world: World, targets: Targets, label: str, pending_scope: ScopeP
 
 
 def _build(world: World) -> Targets:
-    primary = world.primary
+    primary = world.scope
     profile = world.profile
     require(primary.principal_with({CAPTURE, ADMIT, WITHDRAW, FORGET, GET}) is not None,
             f"no principal of {primary.label} holds the mutating tools and get")
@@ -158,13 +158,14 @@ def _build(world: World) -> Targets:
         targets.records.append(Target("withdrawn", withdrawn_record, primary))
     _, captured = world.capture()
     outcome = world.admit(captured["candidate_id"])
-    require(outcome.get("status") == "accepted", f"benign content was {outcome.get('status')!r}, not accepted")
+    require(outcome.get("status") == "accepted",
+            f"benign content was {spoken(outcome.get('status'))}, not accepted")
     world.value(world.call(FORGET, {"record_id": outcome["record_id"], "idempotency_key": fresh_key(),
                                     "reason_ref": REASON}), "forget")
     targets.records.append(Target("forgotten", outcome["record_id"], primary))
     targets.candidates.append(Target("forgotten", captured["candidate_id"], primary))
 
-    # A rejected candidate, in the scope that rejects secrets (the primary one, when it does).
+    # A rejected candidate, in the scope that rejects secrets (the check's own, when it does).
     rejecting = profile.rejecting_secrets()
     principal = rejecting.principal_with({CAPTURE, ADMIT}) if rejecting else None
     if rejecting is None or principal is None:
@@ -174,7 +175,7 @@ def _build(world: World) -> Targets:
                                     text=f"Decision {unique('nf')}: {planted_credential()}")
         outcome = world.admit(rejected["candidate_id"], scope=rejecting, principal=principal)
         if outcome.get("status") != "rejected":
-            targets.notes["rejected"] = f"the planted credential was {outcome.get('status')!r}, not rejected"
+            targets.notes["rejected"] = f"the planted credential was {spoken(outcome.get('status'))}, not rejected"
         else:
             targets.candidates.append(Target("rejected", rejected["candidate_id"], rejecting))
             if (rejected_record := would_be_record(rejected)) is not None:
@@ -185,10 +186,9 @@ def _build(world: World) -> Targets:
         return s.admission_policy in ACCEPTS_BENIGN
 
     other_tenants = [s for s in profile.scopes if s.memory and s.tenant != primary.tenant]
-    _elsewhere(
-        world, targets, "other-tenant", profile.other_tenant(), sorted(other_tenants, key=lambda s: not admitting(s))
-    )
-    sibling = profile.sibling_workspace()
+    _elsewhere(world, targets, "other-tenant", profile.other_tenant(primary),
+               sorted(other_tenants, key=lambda s: not admitting(s)))
+    sibling = profile.sibling_workspace(primary)
     _elsewhere(world, targets, "other-workspace", sibling, [sibling] if sibling is not None else [])
     return targets
 
@@ -334,19 +334,19 @@ def indistinguishable(world: World, tool: str, pool: list[Target], group: str) -
         elif parts and reply.code == "NOT_FOUND":
             pinned[label] = parts
     world.evidence.add("differs_from_unknown", {**differing, **pinned})
-    pin("EMC-LIFE-005", not pinned, f"{tool}: NOT_FOUND for {sorted(pinned)} differs from an unknown id's, apart "
-        f"from auditId, in {pinned}")
-    assert not differing, f"{tool}: replies differ from an unknown id's, apart from auditId, in {differing}"
+    pin("EMC-LIFE-005", not pinned, f"{tool}: NOT_FOUND for {spoken(sorted(pinned))} differs from an unknown id's, "
+        f"apart from auditId, in {spoken(pinned)}")
+    assert not differing, f"{tool}: replies differ from an unknown id's, apart from auditId, in {spoken(differing)}"
 
 
-@check("not-found.get", "EMC-GET-003", "EMC-HOST-006", "EMC-LIFE-005")
+@check("not-found.get", "EMC-GET-003", "EMC-HOST-006", "EMC-LIFE-005", uses=(CAPTURE, ADMIT, WITHDRAW, FORGET, GET))
 @pytest.mark.parametrize("group", list(GROUPS))
 def test_get_answers_every_invisible_record_alike(world: World, group: str) -> None:
     """get answers an unknown, out-of-scope, pending, withdrawn, rejected or forgotten record with one NOT_FOUND."""
     indistinguishable(world, GET, targets_for(world).records, group)
 
 
-@check("not-found.forget", "EMC-HOST-006", "EMC-LIFE-011", "EMC-LIFE-005")
+@check("not-found.forget", "EMC-HOST-006", "EMC-LIFE-011", "EMC-LIFE-005", uses=(CAPTURE, ADMIT, WITHDRAW, FORGET, GET))
 @pytest.mark.parametrize("group", list(GROUPS))
 def test_forget_answers_every_invisible_record_alike(world: World, group: str) -> None:
     """forget answers every record the caller cannot see with one NOT_FOUND, and leaves other scopes' records alone."""
@@ -358,10 +358,11 @@ def test_forget_answers_every_invisible_record_alike(world: World, group: str) -
             continue
         reply = world.get(rid, scope=scope, principal=principal)
         world.evidence.add(f"{label}_record_kept", reply.value is not None)
-        world.expect(reply, f"get of the {label} record in its own scope, after a forget bound to the primary one")
+        world.expect(reply, f"get of the {label} record in its own scope, after a forget bound to the check's own")
 
 
-@check("not-found.request-admission", "EMC-HOST-006", "EMC-LIFE-011", "EMC-LIFE-005", "EMC-LIFE-008")
+@check("not-found.request-admission", "EMC-HOST-006", "EMC-LIFE-011", "EMC-LIFE-005", "EMC-LIFE-008",
+       uses=(CAPTURE, ADMIT, WITHDRAW, FORGET, GET))
 @pytest.mark.parametrize("group", list(GROUPS))
 def test_admission_answers_every_invisible_candidate_alike(world: World, group: str) -> None:
     """request_admission answers an unknown, out-of-scope, withdrawn, rejected or forgotten candidate with one
@@ -369,7 +370,8 @@ def test_admission_answers_every_invisible_candidate_alike(world: World, group: 
     indistinguishable(world, ADMIT, targets_for(world).candidates, group)
 
 
-@check("not-found.withdraw", "EMC-HOST-006", "EMC-LIFE-011", "EMC-LIFE-005", "EMC-LIFE-008")
+@check("not-found.withdraw", "EMC-HOST-006", "EMC-LIFE-011", "EMC-LIFE-005", "EMC-LIFE-008",
+       uses=(CAPTURE, ADMIT, WITHDRAW, FORGET, GET))
 @pytest.mark.parametrize("group", list(GROUPS))
 def test_withdraw_answers_every_invisible_candidate_alike(world: World, group: str) -> None:
     """withdraw answers an unknown, out-of-scope, withdrawn, rejected or forgotten candidate with one NOT_FOUND."""
@@ -413,7 +415,7 @@ def _sample(
     world: World, tool: str, pool: dict[str, Target], rounds: int, rng: random.Random
 ) -> dict[str, list[float]]:
     """Interleaved latencies per condition; an unknown id is fresh for every call."""
-    principal = world.principal(world.primary, {tool})
+    principal = world.principal(world.scope, {tool})
     samples: dict[str, list[float]] = {label: [] for label in pool}
     labels = list(pool)
     enabled = gc.isenabled()
@@ -431,7 +433,7 @@ def _sample(
                 reply = world.conn.call(tool, arguments(world, tool, ident), meta)
                 if reply.code != "NOT_FOUND":
                     raise Blocked(
-                        f"a timed {tool} of the {label} target answered {reply.kind} {reply.code!r}, not NOT_FOUND"
+                        f"a timed {tool} of the {label} target answered {reply.said()}, not NOT_FOUND"
                     )
                 samples[label].append(reply.elapsed)
     finally:
@@ -485,7 +487,7 @@ def _skip_unmeasured(world: World, tool: str, results: list[Timing]) -> None:
                               for label in missing))
 
 
-@check("not-found.timing-gross", "EMC-GET-003", "EMC-HOST-006")
+@check("not-found.timing-gross", "EMC-GET-003", "EMC-HOST-006", uses=(CAPTURE, ADMIT, WITHDRAW, FORGET, GET))
 @pytest.mark.parametrize("tool", [GET, ADMIT])
 def test_not_found_takes_no_telling_time(world: World, tool: str) -> None:
     """An invisible existing target is not answered markedly slower or faster than an unknown id (gap > 3 ms, p <
@@ -497,7 +499,7 @@ def test_not_found_takes_no_telling_time(world: World, tool: str) -> None:
     _skip_unmeasured(world, tool, results)
 
 
-@check("not-found.timing-subtle", "EMC-GET-005")
+@check("not-found.timing-subtle", "EMC-GET-005", uses=(CAPTURE, ADMIT, WITHDRAW, FORGET, GET))
 @pytest.mark.parametrize("tool", [GET, ADMIT])
 def test_not_found_latency_shows_no_significant_difference(world: World, tool: str) -> None:
     """No invisible existing target differs in NOT_FOUND latency from an unknown id at p < 0.001, confirmed by a

@@ -1,6 +1,6 @@
 """Search and the packet budget: limits, paging, stale cursors, ranking channels, sizes and what may be seen.
 
-Each era builds its own private corpora in the primary scope, every record
+Each era builds its own private corpora in the check's scope, every record
 carrying a marker word found nowhere else, so a query for the marker knows
 exactly which records it must (and must not) return.
 """
@@ -17,15 +17,14 @@ import pytest
 
 from engram_mcp.conformance._checks import check, pin, require
 from engram_mcp.conformance._connect import Reply
+from engram_mcp.conformance._needs import ADMIT, CAPTURE, CASE_TOOL, FORGET, GET, SEARCH, WITHDRAW
 from engram_mcp.conformance._profile import ScopeProfile
 from engram_mcp.conformance._tracker import plant
-from engram_mcp.conformance._world import World, fresh_key, unique
+from engram_mcp.conformance._words import spoken
+from engram_mcp.conformance._world import World, fresh_key, unique, unknown_record
 from engram_mcp.contract import canonical_bytes, load, profile_digest, record_id
 
 CONTRACT = load()
-SEARCH, GET = "engram_memory_search", "engram_memory_get"
-CAPTURE, ADMISSION, WITHDRAW = "engram_memory_capture", "engram_memory_request_admission", "engram_memory_withdraw"
-FORGET = "engram_memory_forget"
 DEFAULT_LIMIT = CONTRACT.limit("search.limit.default")
 MAX_LIMIT = CONTRACT.limit("search.limit.max")
 BUDGET_MIN, BUDGET_MAX = CONTRACT.limit("max_packet_bytes.min"), CONTRACT.limit("max_packet_bytes.max")
@@ -37,8 +36,6 @@ CORPUS_SIZE = DEFAULT_LIMIT + 2  # more matches than the default limit, so the d
 BULKY_SIZE, BULKY_TEXT = 8, 9000  # together well over max_packet_bytes.default
 OVERSIZED_TEXT = 6000  # one record alone over max_packet_bytes.min
 # Scope roles, named with what the profile must state for a check that needs one.
-REJECTING = "secret-rejecting (admission_policy reject or secret-scan, ungated, one principal granted every tool)"
-ADJUDICATING = "adjudicating (admission_policy adjudicate, ungated, a principal granted capture and request_admission)"
 
 
 # -- corpora -------------------------------------------------------------------------
@@ -63,7 +60,7 @@ def marked_text(marker: str, index: int, size: int | None = None) -> str:
 
 
 def corpus(world: World, name: str = "small", count: int = CORPUS_SIZE, size: int | None = None) -> Corpus:
-    """``count`` accepted records in the primary scope, each carrying the corpus's marker; built once per era."""
+    """``count`` accepted records in the check's scope, each carrying the corpus's marker; built once per era."""
     key = (id(world.conn), name)
     if key not in _CORPORA:
         built = Corpus(unique("srch"))
@@ -122,7 +119,7 @@ def flipped(token: str) -> str:
 # -- limits and paging -----------------------------------------------------------------
 
 
-@check("search.limit", "EMC-SRCH-003")
+@check("search.limit", "EMC-SRCH-003", uses=(CAPTURE, ADMIT, SEARCH))
 @pytest.mark.parametrize("limit", [3, None], ids=["limit-3", "default"])
 def test_a_page_holds_at_most_the_limit(world: World, limit: int | None) -> None:
     """With more matches than the limit, a page holds at most limit records, or search.limit.default when it is
@@ -137,7 +134,7 @@ def test_a_page_holds_at_most_the_limit(world: World, limit: int | None) -> None
                                 "cursor": "next_page_cursor" in value})
 
 
-@check("search.paging", "EMC-SRCH-009", "EMC-HP-049", "EMC-SRCH-017")
+@check("search.paging", "EMC-SRCH-009", "EMC-HP-049", "EMC-SRCH-017", uses=(CAPTURE, ADMIT, SEARCH))
 def test_paging_returns_every_match_once(world: World) -> None:
     """Following next_page_cursor with limit 2 yields every match exactly once and ends without a cursor; ranks
     increase across pages (this profile)."""
@@ -161,10 +158,10 @@ def test_paging_returns_every_match_once(world: World) -> None:
         require(pages <= len(marked.ids) + 2, "paging does not end")
     world.evidence.add("paging", {"pages": pages, "records": len(seen), "matches": len(marked.ids), "ranks": ranks})
     pin("EMC-SRCH-017", all(isinstance(r, int) for r in ranks) and all(a < b for a, b in itertools.pairwise(ranks)),
-        f"ranks do not increase across pages: {ranks}")
+        f"ranks do not increase across pages: {spoken(ranks)}")
 
 
-@check("search.cursor-defaults", "EMC-HP-049", "EMC-SRCH-009")
+@check("search.cursor-defaults", "EMC-HP-049", "EMC-SRCH-009", uses=(CAPTURE, ADMIT, SEARCH))
 def test_a_default_left_out_or_spelled_out_is_the_same_request(world: World) -> None:
     """A cursor minted with the defaults left out continues a request that spells the same defaults out."""
     marked = corpus(world)
@@ -180,12 +177,12 @@ STALE_CASES = ["changed-query", "changed-limit", "changed-budget", "changed-poli
                "other-principal", "other-scope", "new-admission"]
 
 
-@check("search.stale-cursor", "EMC-SRCH-010", "EMC-HP-050")
+@check("search.stale-cursor", "EMC-SRCH-010", "EMC-HP-050", uses=(CAPTURE, ADMIT, SEARCH))
 @pytest.mark.parametrize("case", STALE_CASES)
 def test_a_cursor_that_cannot_be_honoured_is_stale(world: World, case: str) -> None:
     """A cursor with other arguments, altered, forged, from another principal or scope, or outdated is STALE_PAGE."""
     marked = corpus(world)
-    scope = world.primary
+    scope = world.scope
     first = first_page(world, marked, limit=2)
     cursor = first["next_page_cursor"]
     query, options, principal, where = marked.marker, {"limit": 2, "page_cursor": cursor}, None, None
@@ -209,7 +206,7 @@ def test_a_cursor_that_cannot_be_honoured_is_stale(world: World, case: str) -> N
                         "principal needs two, so naming a second principal granted search there unlocks this case")
         principal = others[0]
     elif case == "other-scope":
-        where = world.profile.sibling_workspace() or world.profile.other_tenant()
+        where = world.profile.sibling_workspace(world.scope) or world.profile.other_tenant(world.scope)
         if where is None or where.principal_with({SEARCH}) is None:
             pytest.skip("the profile names one scope with a principal granted search: a cursor from another scope "
                         "needs two, so a sibling workspace or another tenant's scope unlocks this case")
@@ -228,24 +225,22 @@ def test_a_cursor_that_cannot_be_honoured_is_stale(world: World, case: str) -> N
         world.expect(control, "the genuine continuation")
 
 
-@check("search.cursor-isolation", "EMC-HOST-005")
+@check("search.cursor-isolation", "EMC-HOST-005", uses=(CAPTURE, ADMIT, SEARCH))
 @pytest.mark.parametrize("other", ["sibling-workspace", "other-tenant"])
 def test_a_cursor_replayed_in_another_scope_shows_none_of_its_records(world: World, other: str) -> None:
-    """A cursor minted in the primary scope, sent back in another scope, is refused or answered with none of the
+    """A cursor minted in the check's scope, sent back in another scope, is refused or answered with none of the
     primary scope's records: a cursor is no way around the scope binding."""
-    where = world.need(world.profile.sibling_workspace() if other == "sibling-workspace" else
-                       world.profile.other_tenant(), f"{other} (a second scope with memory on and a principal "
-                                                     "granted search)")
+    where = world.role("second-workspace" if other == "sibling-workspace" else "second-tenant")
     principal = world.principal(where, {SEARCH})
     marked = corpus(world, "isolation", 3)
     first = first_page(world, marked, limit=1)
     reply = search(world, marked.marker, scope=where, principal=principal, limit=1,
                    page_cursor=first["next_page_cursor"])
     world.evidence.add("reply", outcome(reply))
-    world.expect(reply, f"a search bound to {other} under a cursor of the primary scope")
+    world.expect(reply, f"a search bound to {other} under a cursor of the check's scope")
 
 
-@check("search.cursor-after-forget", "EMC-FGT-002")
+@check("search.cursor-after-forget", "EMC-FGT-002", uses=(CAPTURE, ADMIT, SEARCH, FORGET))
 def test_a_cursor_minted_before_a_forget_never_serves_the_forgotten_record(world: World) -> None:
     """A search chain begun before a forget, continued after it, never returns the forgotten record (it may end
     STALE_PAGE): a cursor is no way around erasure."""
@@ -266,7 +261,7 @@ def test_a_cursor_minted_before_a_forget_never_serves_the_forgotten_record(world
     world.evidence.add("continuation", {"forgotten": len(later[:2]), "pages": pages})
 
 
-@check("search.cursor-out-of-bounds", "EMC-SRCH-010", "EMC-HP-050")
+@check("search.cursor-out-of-bounds", "EMC-SRCH-010", "EMC-HP-050", uses=SEARCH)
 @pytest.mark.parametrize("case", ["empty", "too-long"])
 def test_a_cursor_outside_its_schema_bounds_is_invalid(world: World, case: str) -> None:
     """A page_cursor outside its schema bounds is INVALID_SCHEMA, not STALE_PAGE."""
@@ -284,7 +279,7 @@ def ranking(value: dict[str, Any]) -> dict[str, Any]:
     return {"order": ids(value), "scores": [entry.get("score") for entry in value["records"]]}
 
 
-@check("search.semantic-unavailable", "EMC-SRCH-008")
+@check("search.semantic-unavailable", "EMC-SRCH-008", uses=(CAPTURE, ADMIT, SEARCH))
 def test_a_semantic_minimum_is_never_met_by_a_silent_lexical_fallback(world: World) -> None:
     """lexical_and_semantic is RANKING_UNAVAILABLE, or a ranking that differs from the lexical one — never the
     lexical answer.
@@ -315,7 +310,7 @@ def test_a_semantic_minimum_is_never_met_by_a_silent_lexical_fallback(world: Wor
         + (" under another profile name" if labels["semantic"] != labels["lexical"] else ""))
 
 
-@check("search.capability-policy", "EMC-SRCH-006", "EMC-SRCH-007")
+@check("search.capability-policy", "EMC-SRCH-006", "EMC-SRCH-007", uses=(CAPTURE, ADMIT, SEARCH))
 @pytest.mark.parametrize("policy", ["explicit-default", "network-allow"])
 def test_the_capability_policy_changes_nothing_the_host_did_not_grant(world: World, policy: str) -> None:
     """{lexical, forbid} spelled out, and network: allow (which grants nothing), give the same records in the same
@@ -325,32 +320,33 @@ def test_the_capability_policy_changes_nothing_the_host_did_not_grant(world: Wor
     sent = dict(LEXICAL) if policy == "explicit-default" else {"minimum_channels": "lexical", "network": "allow"}
     reply = search(world, marked.marker, limit=MAX_LIMIT, capability_policy=sent)
     world.evidence.add("reply", outcome(reply))
-    world.expect(reply, f"a search with capability_policy {sent}")
+    world.expect(reply, f"a search with capability_policy {spoken(sent)}")
     value = value_of(reply)
-    assert value is not None, f"capability_policy {sent} gave {outcome(reply)}"
+    assert value is not None, f"capability_policy {spoken(sent)} gave {outcome(reply)}"
     world.evidence.add("orders", {"omitted": ids(omitted), "sent": ids(value)})
-    assert ids(value) == ids(omitted), f"capability_policy {sent} changed the records or their order"
+    assert ids(value) == ids(omitted), f"capability_policy {spoken(sent)} changed the records or their order"
 
 
 # -- the packet budget ---------------------------------------------------------------------------
 
 
-@check("search.packet-bounds", "EMC-SRCH-004")
+@check("search.packet-bounds", "EMC-SRCH-004", uses=CASE_TOOL)
 @pytest.mark.parametrize("budget", [BUDGET_MIN - 1, BUDGET_MAX + 1, BUDGET_MIN, BUDGET_MAX])
 @pytest.mark.parametrize("tool", [SEARCH, GET])
 def test_max_packet_bytes_outside_its_bounds_is_invalid(world: World, tool: str, budget: int) -> None:
     """max_packet_bytes outside max_packet_bytes.min..max is INVALID_SCHEMA on search and get; the bounds are
-    accepted."""
-    marked = corpus(world)
+    accepted. The arguments are judged before anything is looked up, so no record is needed: a query of a marker
+    nothing carries, and a record id nobody issued (answered NOT_FOUND once the budget is accepted);
+    search.packet-budget serves real records at the bounds."""
     if tool == SEARCH:
-        reply = search(world, marked.marker, limit=1, max_packet_bytes=budget)
+        reply = search(world, unique("bounds"), limit=1, max_packet_bytes=budget)
     else:
-        reply = get(world, marked.ids[0], max_packet_bytes=budget)
+        reply = get(world, unknown_record(), max_packet_bytes=budget)
     world.evidence.add("reply", outcome(reply))
     world.expect(reply, f"{tool.removeprefix('engram_memory_')} with max_packet_bytes {budget}")
 
 
-@check("search.packet-budget", "EMC-SRCH-005", "EMC-SRCH-015")
+@check("search.packet-budget", "EMC-SRCH-005", "EMC-SRCH-015", uses=(CAPTURE, ADMIT, CASE_TOOL))
 @pytest.mark.parametrize(("tool", "budget"), [(SEARCH, BUDGET_MIN), (SEARCH, 16384), (SEARCH, None), (GET, BUDGET_MIN),
                                          (GET, None)], ids=["search-min", "search-16384", "search-default",
                                                             "get-min", "get-default"])
@@ -389,7 +385,7 @@ def oversized_record(world: World) -> tuple[str, str]:
     return marked.marker, marked.ids[0]
 
 
-@check("search.oversized-record", "EMC-SRCH-013")
+@check("search.oversized-record", "EMC-SRCH-013", uses=(CAPTURE, ADMIT, SEARCH))
 def test_a_record_over_the_budget_is_projection_oversized(world: World) -> None:
     """When the first match alone exceeds the budget, search is PROJECTION_OVERSIZED, never an empty page with a
     cursor."""
@@ -404,7 +400,7 @@ def test_a_record_over_the_budget_is_projection_oversized(world: World) -> None:
     assert outcome(reply) == "PROJECTION_OVERSIZED", f"a match over the budget gave {outcome(reply)}"
 
 
-@check("search.oversized-get", "EMC-GET-004")
+@check("search.oversized-get", "EMC-GET-004", uses=(CAPTURE, ADMIT, GET))
 def test_get_of_a_record_over_the_budget_is_projection_oversized(world: World) -> None:
     """get with a budget the record's packet does not fit is PROJECTION_OVERSIZED; within the default it is served."""
     _, rid = oversized_record(world)
@@ -420,7 +416,7 @@ def test_get_of_a_record_over_the_budget_is_projection_oversized(world: World) -
 # -- what a page carries ---------------------------------------------------------------------------
 
 
-@check("search.record-id", "EMC-SRCH-011")
+@check("search.record-id", "EMC-SRCH-011", uses=(CAPTURE, ADMIT, SEARCH))
 def test_every_search_record_carries_its_record_id(world: World) -> None:
     """Every entry of records carries record.record_id, and it is one of the matching records."""
     marked = corpus(world)
@@ -432,7 +428,7 @@ def test_every_search_record_carries_its_record_id(world: World) -> None:
     assert all(isinstance(r, str) and RECORD_ID.fullmatch(r) for r in found), "a record without a well-formed record_id"
 
 
-@check("get.record-id", "EMC-GET-002")
+@check("get.record-id", "EMC-GET-002", uses=(CAPTURE, ADMIT, GET))
 def test_get_returns_the_record_asked_for(world: World) -> None:
     """get of a current record returns that record: record.record_id and read_receipt.record_id are the id asked
     for (whatever the digests around them, which are this profile's: wiring.digests-recompute)."""
@@ -444,7 +440,7 @@ def test_get_returns_the_record_asked_for(world: World) -> None:
     world.evidence.add("records_read", min(3, len(marked.ids)))
 
 
-@check("search.response-digest", "EMC-HP-046")
+@check("search.response-digest", "EMC-HP-046", uses=(CAPTURE, ADMIT, SEARCH))
 def test_the_response_digest_recomputes(world: World) -> None:
     """response_digest is profile_digest('search-response') over the value without it, on a page with and without a
     cursor."""
@@ -466,7 +462,9 @@ def test_the_response_digest_recomputes(world: World) -> None:
 NO_MATCH_CASES = ["no-match", "match", "semantic-requested", "over-budget"]
 
 
-@check("search.no-match", "EMC-SRCH-012")
+@check("search.no-match", "EMC-SRCH-012",
+       uses=SEARCH, cases={
+           "match": (CAPTURE, ADMIT), "semantic-requested": (CAPTURE, ADMIT), "over-budget": (CAPTURE, ADMIT)})
 @pytest.mark.parametrize("case", NO_MATCH_CASES)
 def test_an_empty_success_means_nothing_matched(world: World, case: str) -> None:
     """An empty success only ever means no match: a query nothing matches gets one, and a query that matches a current
@@ -515,17 +513,17 @@ def secret_line() -> str:
     return plant("db_" + "pass" + "word=" + secrets.token_urlsafe(12) + "7Q")
 
 
-@check("search.only-current", "EMC-LIFE-001")
+@check("search.only-current", "EMC-LIFE-001", uses=(CAPTURE, ADMIT, SEARCH, GET), cases={"withdrawn": (WITHDRAW,)})
 @pytest.mark.parametrize("state", ["pending", "rejected", "withdrawn", "pending-adjudication"])
 def test_candidates_that_are_not_current_records_are_never_seen(world: World, state: str) -> None:
     """Pending, rejected, withdrawn and adjudication-pending candidates appear in no search and no get."""
     if state == "rejected":
-        scope = world.need(world.profile.rejecting_secrets(), REJECTING)
+        scope = world.role("secret-rejecting")
     elif state == "pending-adjudication":
-        scope = world.need(world.profile.adjudicating(), ADJUDICATING)
+        scope = world.role("adjudicating")
     else:
-        scope = world.primary
-    tools = {CAPTURE, ADMISSION, SEARCH, GET} | ({WITHDRAW} if state == "withdrawn" else set())
+        scope = world.scope
+    tools = {CAPTURE, ADMIT, SEARCH, GET} | ({WITHDRAW} if state == "withdrawn" else set())
     principal = world.principal(scope, tools)
     marker = unique("life")
     control = None
@@ -537,7 +535,7 @@ def test_candidates_that_are_not_current_records_are_never_seen(world: World, st
     if state in ("rejected", "pending-adjudication"):
         status = world.admit(candidate, scope=scope, principal=principal).get("status")
         wanted = "rejected" if state == "rejected" else "pending_adjudication"
-        require(status == wanted, f"the admission in {scope.label} was {status!r}, not {wanted}")
+        require(status == wanted, f"the admission in {scope.label} was {spoken(status)}, not {wanted}")
     elif state == "withdrawn":
         reply = world.call(WITHDRAW, {"candidate_id": candidate, "idempotency_key": fresh_key(),
                                       "reason_ref": "reason:conformance-search"}, scope=scope, principal=principal)

@@ -22,12 +22,10 @@ import pytest
 
 from engram_mcp.conformance._checks import check
 from engram_mcp.conformance._connect import Reply
+from engram_mcp.conformance._needs import ADMIT, CAPTURE, GET, SEARCH
 from engram_mcp.conformance._tracker import plant
 from engram_mcp.conformance._world import World, capture_arguments, fresh_key, unique
 from engram_mcp.contract import record_id
-
-SEARCH, GET = "engram_memory_search", "engram_memory_get"
-CAPTURE, ADMISSION = "engram_memory_capture", "engram_memory_request_admission"
 
 
 def _random(alphabet: str, length: int) -> str:
@@ -88,12 +86,12 @@ def outcome(reply: Reply) -> str:
 
 
 # EMC-SEC-001 is the agent's duty; the host's backstop is a SHOULD, so a miss is a WARN.
-@check("secrets.never-admitted", "EMC-SEC-002")
+@check("secrets.never-admitted", "EMC-SEC-002", uses=(CAPTURE, ADMIT, SEARCH, GET))
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_a_capture_carrying_a_secret_never_becomes_readable(world: World, family: str) -> None:
     """A capture with a fake credential is not admitted, and neither search nor get ever returns it."""
-    scope = world.profile.rejecting_secrets() or world.primary
-    principal = world.principal(scope, {CAPTURE, ADMISSION, SEARCH, GET})
+    scope = world.profile.rejecting_secrets() or world.scope
+    principal = world.principal(scope, {CAPTURE, ADMIT, SEARCH, GET})
     marker = unique("sec")
     text = f"Decision {marker}: the deployment runbook keeps this line verbatim. {plant(FAMILIES[family]())}"
     arguments = capture_arguments(world.profile.purpose_ref, text=text)
@@ -104,7 +102,7 @@ def test_a_capture_carrying_a_secret_never_becomes_readable(world: World, family
         value = captured.envelope["output"]["value"]
         if isinstance(value.get("record_digest"), str):
             hidden = record_id(value["record_digest"])
-        admitted = world.call(ADMISSION, {"candidate_id": value.get("candidate_id"), "idempotency_key": fresh_key()},
+        admitted = world.call(ADMIT, {"candidate_id": value.get("candidate_id"), "idempotency_key": fresh_key()},
                               scope=scope, principal=principal)
         seen["admission"] = outcome(admitted)
         if outcome(admitted) == "ok":

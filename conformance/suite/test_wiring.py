@@ -1,4 +1,4 @@
-"""The host profile's wiring: binding carriage, order of checks, the HTTP guard, ids and digests."""
+"""The host wiring's wiring: binding carriage, order of checks, the HTTP guard, ids and digests."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ import mcp_types as types
 import pytest
 
 from engram_mcp.conformance._checks import check, not_applicable, pin, require
+from engram_mcp.conformance._needs import ADMIT, CAPTURE, GET, SEARCH, WITHDRAW
 from engram_mcp.conformance._run import Run
+from engram_mcp.conformance._words import spoken
 from engram_mcp.conformance._world import World, fresh_key
 from engram_mcp.conformance.hosts import Forgery
 from engram_mcp.contract import load, payload_digest, profile_digest, record_id
@@ -34,8 +36,8 @@ def _reheadered(token: str, extra: dict) -> str:
 
 
 def _offered_meta(world: World, tool: str) -> dict:
-    """A valid binding for the primary scope; SKIP when the target does not offer ``tool`` under it."""
-    scope = world.primary
+    """A valid binding for the check's scope; SKIP when the target does not offer ``tool`` under it."""
+    scope = world.scope
     principal = world.principal(scope, {tool})
     world._require_offered(tool, scope, principal)
     return world.host.meta(scope, principal)
@@ -43,7 +45,7 @@ def _offered_meta(world: World, tool: str) -> dict:
 
 def _binding_of(world: World, principal: str) -> Binding:
     """The binding the harness mints, as the server will verify it (for id derivations)."""
-    scope = world.primary
+    scope = world.scope
     return Binding(
         tenant=scope.tenant,
         workspace=scope.workspace,
@@ -59,7 +61,7 @@ def _binding_of(world: World, principal: str) -> Binding:
     )
 
 
-@check("wiring.binding-reused-token", "EMC-HP-009", "EMC-HP-002")
+@check("wiring.binding-reused-token", "EMC-HP-009", "EMC-HP-002", uses=SEARCH)
 def test_one_binding_token_serves_several_requests(world: World) -> None:
     """A host may reuse one binding token; each request is judged on the binding it carries."""
     meta = _offered_meta(world, "engram_memory_search")
@@ -72,7 +74,7 @@ def test_one_binding_token_serves_several_requests(world: World) -> None:
         "a request without a binding was served after bound ones: the binding leaked across requests")
 
 
-@check("wiring.binding-header", "EMC-HP-068")
+@check("wiring.binding-header", "EMC-HP-068", uses=SEARCH)
 @pytest.mark.parametrize("member", ["jwk", "jku", "x5u", "crit"])
 def test_a_binding_header_with_key_material_is_refused(world: World, member: str) -> None:
     """A token header carrying anything but alg, typ and kid is refused, even with a valid signature underneath."""
@@ -91,10 +93,10 @@ def test_a_binding_header_with_key_material_is_refused(world: World, member: str
 REFUSED_BY_PROFILE_ALONE = frozenset({"wrong_audience", "too_long_lived", "extra_claim"})
 
 
-@check("wiring.refusal-says-nothing", "EMC-HP-012")
+@check("wiring.refusal-says-nothing", "EMC-HP-012", uses=SEARCH)
 def test_refusals_do_not_say_why(world: World) -> None:
     """Every refused binding gets the same JSON-RPC error object: no reason, no data."""
-    scope = world.primary
+    scope = world.scope
     principal = world.principal(scope, {"engram_memory_search"})
     world._require_offered("engram_memory_search", scope, principal)
     errors, served = [], []
@@ -112,20 +114,20 @@ def test_refusals_do_not_say_why(world: World) -> None:
     assert "data" not in json.loads(errors[0]) or json.loads(errors[0])["data"] in (None, ""), "the error carries data"
 
 
-@check("wiring.unbound-list-is-empty", "EMC-HP-013")
+@check("wiring.unbound-list-is-empty", "EMC-HP-013", uses=())
 def test_tools_list_without_a_binding_is_an_empty_list(world: World) -> None:
     """tools/list with no binding key succeeds with no tools: memory is off by default."""
     meta: dict[str, Any] | None
-    for meta in (None, {}):
+    for meta, words in ((None, "no _meta"), ({}, "an empty _meta")):
         reply = world.conn.list_tools(meta)
-        world.evidence.add(f"meta={meta}", {"kind": reply.kind, "tools": len((reply.result or {}).get("tools", []))})
+        world.evidence.add(words, {"kind": reply.kind, "tools": len((reply.result or {}).get("tools", []))})
         listed = (reply.result or {}).get("tools")
         assert reply.kind == "result" and listed == [], (
-            f"tools/list with meta={meta} answered {reply.said()}"
+            f"tools/list with {words} answered {reply.said()}"
             + (f" listing {len(listed)} tools" if isinstance(listed, list) else "") + ", not an empty tool list")
 
 
-@check("wiring.other-methods-unbound", "EMC-HP-015")
+@check("wiring.other-methods-unbound", "EMC-HP-015", uses=())
 def test_methods_other_than_tools_need_no_binding(world: World) -> None:
     """The era's own methods — ping (legacy), server/discover (2026-07-28) — work without any binding."""
     request = types.PingRequest() if world.era == "legacy" else types.DiscoverRequest()
@@ -134,15 +136,20 @@ def test_methods_other_than_tools_need_no_binding(world: World) -> None:
     assert reply.kind == "result", f"{request.method} without a binding answered {reply.said()}, not a result"
 
 
-@check("wiring.list-in-one-page", "EMC-HP-017")
+@check("wiring.list-in-one-page", "EMC-HP-017", uses=())
 def test_granted_tools_come_in_one_page(world: World) -> None:
     """The granted tools are listed in one page, with no nextCursor."""
-    reply = world.conn.list_tools(world.meta())
+    reply = world.conn.list_tools(world.meta(world.scope))
     assert reply.kind == "result" and reply.result is not None, f"tools/list answered {reply.said()}, not a result"
-    assert "nextCursor" not in reply.result, "tools/list returned a nextCursor: the granted tools span several pages"
+    world.evidence.add("pages", reply.pages)
+    assert reply.pages == 1 and "nextCursor" not in reply.result, (
+        f"tools/list came in {reply.pages} page{'s' if reply.pages != 1 else ''}"
+        + (", the last with a nextCursor" if "nextCursor" in reply.result else "")
+        + ": the granted tools span several pages")
 
 
-@check("wiring.order-of-checks", "EMC-HP-022")
+@check("wiring.order-of-checks", "EMC-HP-022",
+       uses=(), cases={"invalid-and-wrong-purpose": (SEARCH,), "unknown-target-is-gated-first": (WITHDRAW,)})
 @pytest.mark.parametrize("case", ["unbound-unknown-tool", "invalid-and-wrong-purpose", "unknown-target-is-gated-first"])
 def test_checks_run_in_the_profiles_order(world: World, case: str) -> None:
     """The first failing step decides: binding, tool, arguments, purpose, idempotency, gate, execution."""
@@ -153,7 +160,7 @@ def test_checks_run_in_the_profiles_order(world: World, case: str) -> None:
             "the tool was judged before the binding"
         )
         return
-    scope = world.primary
+    scope = world.scope
     if case == "invalid-and-wrong-purpose":
         arguments = {"query": "", "purpose_ref": world.profile.purpose_ref + "-other"}
         reply = world.call("engram_memory_search", arguments, scope=scope)
@@ -182,7 +189,7 @@ def test_checks_run_in_the_profiles_order(world: World, case: str) -> None:
             assert reply.code == "NOT_FOUND", f"a call on an unknown target, confirmed, answered {reply.said()}"
 
 
-@check("wiring.state-ignored-when-ungated", "EMC-HP-039")
+@check("wiring.state-ignored-when-ungated", "EMC-HP-039", uses=SEARCH)
 def test_confirmation_fields_are_ignored_on_ungated_calls(world: World) -> None:
     """request_state and input_responses on a call that needs no confirmation change nothing."""
     arguments = {"query": "ledger", "purpose_ref": world.profile.purpose_ref}
@@ -196,24 +203,26 @@ def test_confirmation_fields_are_ignored_on_ungated_calls(world: World) -> None:
         f"a search with request_state and input_responses answered {decorated.said()}, not the plain search's success")
 
 
-@check("wiring.ids-derive-upstream", "EMC-HP-043", "EMC-HP-044", "EMC-HP-042")
+@check("wiring.ids-derive-upstream", "EMC-HP-043", "EMC-HP-044", "EMC-HP-042", uses=(CAPTURE, ADMIT))
 def test_ids_derive_as_the_profile_says(world: World) -> None:
     """candidate_id follows the capture-identity scheme per principal; record_id is base32 of record_digest."""
-    scope = world.primary
+    scope = world.scope
     principal = world.principal(scope, {"engram_memory_capture", "engram_memory_request_admission"})
     arguments, captured = world.capture(scope=scope, principal=principal)
     expected = capture_candidate_id(_binding_of(world, principal), arguments["idempotency_key"])
     world.evidence.add("candidate_id", {"sent": captured["candidate_id"], "expected": expected})
     assert captured["candidate_id"] == expected, (
-        f"candidate_id {captured['candidate_id']!r} is not the profile's capture identity {expected!r}")
+        f"candidate_id {spoken(captured['candidate_id'])} is not the profile's capture identity "
+        f"{spoken(expected)}")
     require("record_digest" in captured, "capture returned no record_digest")
     outcome = world.admit(captured["candidate_id"], scope=scope, principal=principal)
     require(outcome.get("status") == "accepted", "benign content was not accepted")
     assert outcome["record_id"] == record_id(captured["record_digest"]), (
-        f"record_id {outcome['record_id']!r} is not base32 of record_digest ({record_id(captured['record_digest'])!r})")
+        f"record_id {spoken(outcome['record_id'])} is not base32 of record_digest "
+        f"({spoken(record_id(captured['record_digest']))})")
 
 
-@check("wiring.digests-recompute", "EMC-HP-046", "EMC-HP-045")
+@check("wiring.digests-recompute", "EMC-HP-046", "EMC-HP-045", uses=(CAPTURE, ADMIT, GET))
 def test_get_digests_recompute(world: World) -> None:
     """packet_digest, read_receipt.receipt_digest and the record's payload_digest recompute from what get returns."""
     rid, arguments = world.accepted_record()
@@ -230,7 +239,7 @@ def test_get_digests_recompute(world: World) -> None:
     record = value["record"]
     if "/payload_digest" in value["redacted_fields"]:
         return
-    scope = world.primary
+    scope = world.scope
     effective = {
         **arguments["payload"],
         "scope_ref": profile_digest("scope", {"tenant": scope.tenant, "workspace": scope.workspace}),
@@ -240,7 +249,7 @@ def test_get_digests_recompute(world: World) -> None:
     assert record["payload_digest"] == payload_digest(effective), "payload_digest is not the effective payload's"
 
 
-@check("wiring.http-bearer", "EMC-HP-023")
+@check("wiring.http-bearer", "EMC-HP-023", uses=())
 def test_http_requires_the_host_bearer(harness: Run) -> None:
     """Over HTTP, a request without the bearer token or with a wrong one is HTTP 401 before any MCP processing."""
     if harness.target.kind != "http":

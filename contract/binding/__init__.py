@@ -1,4 +1,4 @@
-"""The host binding and the confirmation gate, as spec/host-profile.md pins them.
+"""The host binding and the confirmation gate, as spec/host-wiring.md pins them.
 
 The reference server verifies what the conformance harness mints as a test
 host, so both sides share this package. Bounds come from spec/limits.json and

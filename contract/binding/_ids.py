@@ -18,7 +18,7 @@ def operation_target(tool: str, arguments: Mapping[str, Any]) -> str | None:
 
 
 def _scoped(kind: str, tool: str, target: str | None, arguments: Mapping[str, Any], binding: Binding) -> str:
-    # Arguments reach here already valid (host profile, order of checks), so
+    # Arguments reach here already valid (host wiring, order of checks), so
     # canonical JSON never meets an unsafe integer or a lone surrogate.
     return profile_digest(
         kind,

@@ -185,6 +185,6 @@ def deadline_passed(binding: Binding, now: float | None = None) -> bool:
     """Whether the call's host deadline has passed on this clock (no deadline: never).
 
     No skew is added: a deadline is the host's instant, and the margins for
-    clocks that disagree are the host's to leave (spec/host-profile.md §1.7).
+    clocks that disagree are the host's to leave (spec/host-wiring.md §1.7).
     """
     return binding.deadline is not None and (time.time() if now is None else now) >= binding.deadline

@@ -45,7 +45,7 @@ from engram_mcp.contract.model._state import (
 
 
 def judged(model: Model, state: State, call: Call, seen: Observation) -> tuple[Judgement, State]:
-    """The contract's judgement of an answer, with the profile pins it breaks, and the state it leads to."""
+    """The contract's judgement of an answer, with the pins it breaks, and the state it leads to."""
     judgement, after = model.judge(state, call, seen)
     return replace(judgement, pins=refine(call, judgement)), after
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from engram_mcp.contract._words import answer_words
 from engram_mcp.contract.model._state import Scope
 
 Confirmation = Literal["approved", "declined", "absent", "unknown"]
@@ -88,13 +89,16 @@ class Observation:
     ``success`` and ``refusal`` are envelopes (ok true or false); ``protocol`` a JSON-RPC error; ``question``
     a request for input (a confirmation asked for in the 2026-07-28 era, no effect yet); ``none`` no answer;
     ``unreadable`` a result that is no envelope at all (the envelope checks judge it). ``asked`` says whether
-    the server asked the host anything during the call."""
+    the server asked the host anything during the call. ``said`` is the answer in plain words, as it came over
+    the wire (``_words.answer_words``), for the kinds a word or a code does not tell: a JSON-RPC error with its
+    message, a result that is no envelope with what it held."""
 
     kind: Kind
     code: Any = None
     retriable: bool | None = None
     value: Mapping[str, Any] | None = None
     asked: bool = False
+    said: str = field(default="", compare=False)
 
     @property
     def outcome(self) -> str:
@@ -108,6 +112,8 @@ class Observation:
         return self.kind
 
     def describe(self) -> str:
+        if self.kind in ("protocol", "unreadable") and self.said:
+            return self.said
         if self.kind != "success" or not isinstance(self.value, Mapping):
             return self.outcome
         value = self.value
@@ -126,23 +132,23 @@ def observed(result: Mapping[str, Any] | None, error: Mapping[str, Any] | None =
              question: bool = False, asked: bool = False) -> Observation:
     """An Observation from the wire: a tools/call result (structuredContent) or a JSON-RPC error object."""
     if error is not None:
-        return Observation("protocol", error.get("code"), asked=asked)
+        return Observation("protocol", error.get("code"), asked=asked, said=answer_words(None, error))
     if question:
         return Observation("question", asked=True)
     if result is None:
         return Observation("none", asked=asked)
     envelope = result.get("structuredContent")
     if not isinstance(envelope, Mapping) or not isinstance(envelope.get("ok"), bool):
-        return Observation("unreadable", asked=asked)
+        return Observation("unreadable", asked=asked, said=answer_words(result, None))
     if envelope["ok"]:
         output = envelope.get("output")
         value = output.get("value") if isinstance(output, Mapping) else None
         if not isinstance(value, Mapping):
-            return Observation("unreadable", asked=asked)
+            return Observation("unreadable", asked=asked, said="a success envelope whose output holds no value")
         return Observation("success", value=value, asked=asked)
     failure = envelope.get("error")
     if not isinstance(failure, Mapping):
-        return Observation("unreadable", asked=asked)
+        return Observation("unreadable", asked=asked, said="a refusal envelope without an error object")
     retriable = failure.get("retriable")
     return Observation("refusal", failure.get("code"), retriable if isinstance(retriable, bool) else None,
                        asked=asked)

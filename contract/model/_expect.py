@@ -61,8 +61,8 @@ class Alternative:
 
     def describe(self) -> str:
         if self.kind in ("refusal", "protocol") and self.codes:
-            prefix = "jsonrpc:" if self.kind == "protocol" else ""
-            return " or ".join(sorted(f"{prefix}{c}" for c in self.codes)) + (
+            codes = " or ".join(sorted(str(c) for c in self.codes))
+            return (f"the JSON-RPC error {codes}" if self.kind == "protocol" else codes) + (
                 f" ({self.name})" if self.name not in {str(c) for c in self.codes} else "")
         return self.name
 
@@ -103,7 +103,7 @@ class Judgement:
     conclusive: bool  # False: a retriable or missing answer; the call should be retried before concluding
     matched: tuple[str, ...] = ()
     problems: tuple[Problem, ...] = ()
-    pins: tuple[Problem, ...] = field(default=())  # this project's profile pins the answer breaks (see _refine)
+    pins: tuple[Problem, ...] = field(default=())  # this project's pins the answer breaks (see _refine)
 
     @property
     def broken(self) -> tuple[str, ...]:
@@ -150,7 +150,7 @@ def cited(*requirements: str) -> tuple[str, ...]:
     known = _contract_ids()
     unknown = [r for r in requirements if r not in known]
     if unknown:
-        raise ValueError(f"the model cites {unknown}, which are no contract or wiring requirements")
+        raise ValueError(f"the model cites {', '.join(unknown)}, which are no contract or wiring requirements")
     return requirements
 
 

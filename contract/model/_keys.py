@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from engram_mcp.contract._words import spoken
 from engram_mcp.contract.model._call import Call, Observation, member
 from engram_mcp.contract.model._expect import Alternative, Effect, Expectation, Problem, cited
 from engram_mcp.contract.model._state import KeyId, KeyUse, State, operation_bytes
@@ -87,7 +88,7 @@ def with_key(call: Call, state: State, fresh: Expectation) -> Expectation:
     if use is None:
         return _keeping_key_rules(call, fresh)
     if use.lapsed is not None:
-        return _after_lapse(call, use, _keeping_key_rules(call, fresh))
+        return _after_lapse(call, use.lapsed, _keeping_key_rules(call, fresh))
     if use.doubtful:
         return replace(fresh, situation="key.doubtful", describe=f"{fresh.describe}, under a key whose first use "
                        "had an outcome that could not be judged", judged=False)
@@ -175,17 +176,17 @@ def _after_refusal(call: Call, use: KeyUse, fresh: Expectation) -> Expectation:
                    alternatives=(*bound.values(), *first_run))
 
 
-def _after_lapse(call: Call, use: KeyUse, fresh: Expectation) -> Expectation:
+def _after_lapse(call: Call, lapsed: str, fresh: Expectation) -> Expectation:
     """The key's last use was refused with a retriable code: this call is a first execution. A replay would
     show that the refused call had taken effect after all."""
-    requirement = LAPSES.get(str(use.lapsed), "EMC-ERR-002")
+    requirement = LAPSES.get(lapsed, "EMC-ERR-002")
 
     def lapse(seen: Observation) -> list[Problem]:
-        return [Problem(requirement, f"the call refused {use.lapsed} (retriable: no effect) had taken effect: its "
+        return [Problem(requirement, f"the call refused {lapsed} (retriable: no effect) had taken effect: its "
                                      "retry was answered as a repetition")]
 
     def reserved(seen: Observation) -> list[Problem]:
-        return [Problem(requirement, f"the call refused {use.lapsed} (no effect) had reserved its key: its retry "
+        return [Problem(requirement, f"the call refused {lapsed} (no effect) had reserved its key: its retry "
                                      "was refused DIGEST_CONFLICT")]
 
     replayed = Alternative("replay-after-retriable", "success", cites=cited(requirement), check=lapse,
@@ -196,7 +197,7 @@ def _after_lapse(call: Call, use: KeyUse, fresh: Expectation) -> Expectation:
     fresh_codes = {c for a in fresh.alternatives if a.kind == "refusal" for c in a.codes}
     extra = (replayed,) if "DIGEST_CONFLICT" in fresh_codes else (replayed, conflict)
     return replace(fresh, situation=fresh.situation + "+after-retriable",
-                   describe=f"{fresh.describe}, retried after a {use.lapsed} refusal",
+                   describe=f"{fresh.describe}, retried after a {lapsed} refusal",
                    alternatives=(*fresh.alternatives, *extra))
 
 
@@ -241,10 +242,12 @@ def _replayed_result(tool: str, first: Mapping[str, Any]) -> Any:
     def check(seen: Observation) -> list[Problem]:
         value = dict(seen.value or {})
         if value.get("replayed") is not True:
-            return [Problem("EMC-IDEM-006", f"the repeated {_short(tool)} says replayed={value.get('replayed')!r}")]
+            return [Problem("EMC-IDEM-006",
+                            f"the repeated {_short(tool)} says replayed {spoken(value.get('replayed'))}")]
         differs = sorted(k for k in set(first) | set(value) if k != "replayed" and first.get(k) != value.get(k)
                          and not (k == progressing and first.get(k) == "pending" and value.get(k) == "complete"))
-        return [Problem("EMC-IDEM-006", f"the repeated {_short(tool)} differs from the first result in {differs}")] \
+        return [Problem("EMC-IDEM-006",
+                        f"the repeated {_short(tool)} differs from the first result in {spoken(differs)}")] \
             if differs else []
 
     return check

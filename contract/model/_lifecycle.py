@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from engram_mcp.contract._words import spoken
 from engram_mcp.contract.model._call import DECISIONS, Call, HostFacts, Observation, member
 from engram_mcp.contract.model._expect import Alternative, Expectation, Problem, cited
 from engram_mcp.contract.model._state import (
@@ -121,11 +122,11 @@ def outcome_is(status: str) -> Any:
 # -- request_admission ---------------------------------------------------------------------------------------------
 
 
-def _target_candidate(state: State, call: Call) -> tuple[Candidate | None, str | None]:
-    """The named candidate in the bound scope, or why there is none (elsewhere, or never issued)."""
+def _target_candidate(state: State, call: Call) -> tuple[Candidate | None, str]:
+    """The named candidate in the bound scope, or why there is none (elsewhere, or never issued; "" when found)."""
     ident = call.arguments.get("candidate_id")
     found = state.candidate(call.scope, ident)
-    return found, None if found is not None else _absence(state.candidate_elsewhere(call.scope, ident))
+    return found, "" if found is not None else _absence(state.candidate_elsewhere(call.scope, ident))
 
 
 def _absence(elsewhere: object) -> str:
@@ -189,7 +190,8 @@ def _outcome_of(call: Call, status: str, *, record: bool = False, fresh_record: 
                 problems.append(Problem("EMC-ADM-001", "an accepted outcome names a record_id already issued for "
                                                        "other content"))
         if status != "duplicate_exact" and value.get("replayed") is not False:
-            problems.append(Problem("EMC-IDEM-006", f"a first admission says replayed={value.get('replayed')!r}"))
+            problems.append(Problem("EMC-IDEM-006",
+                                    f"a first admission says replayed {spoken(value.get('replayed'))}"))
         return problems
 
     return check
@@ -266,10 +268,12 @@ def _receipt(operation: str, sources: tuple[str, ...], target: str, requirement:
         got = (receipt.get("operation"), receipt.get("from_state"), receipt.get("to_state"))
         problems = []
         if got[0] != operation or got[1] not in sources or got[2] != target:
-            problems.append(Problem(requirement, f"the receipt says {got[0]!r} from {got[1]!r} to {got[2]!r}, not "
+            said = f"{spoken(got[0])} from {spoken(got[1])} to {spoken(got[2])}"
+            problems.append(Problem(requirement, f"the receipt says {said}, not "
                                                  f"{operation} from {' or '.join(sources)} to {target}"))
         if value.get("replayed") is not False:
-            problems.append(Problem("EMC-IDEM-006", f"a first execution says replayed={value.get('replayed')!r}"))
+            problems.append(Problem("EMC-IDEM-006",
+                                    f"a first execution says replayed {spoken(value.get('replayed'))}"))
         return problems
 
     return check
@@ -278,10 +282,10 @@ def _receipt(operation: str, sources: tuple[str, ...], target: str, requirement:
 # -- forget --------------------------------------------------------------------------------------------------------
 
 
-def _target_record(state: State, call: Call) -> tuple[Record | None, str | None]:
+def _target_record(state: State, call: Call) -> tuple[Record | None, str]:
     ident = call.arguments.get("record_id")
     found = state.record(call.scope, ident)
-    return found, None if found is not None else _absence(state.record_elsewhere(call.scope, ident))
+    return found, "" if found is not None else _absence(state.record_elsewhere(call.scope, ident))
 
 
 def forget(state: State, facts: HostFacts, call: Call) -> Expectation:

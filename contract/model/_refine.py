@@ -51,7 +51,7 @@ def pins() -> tuple[Pin, ...]:
     out = []
     for entry in load().refinement["refinements"]:
         requirement = entry["requirement"]
-        if catalog.get(requirement, {}).get("source") != "profile":
+        if catalog.get(requirement, {}).get("source") != "pin":
             raise ValueError(f"spec/refinement.json pins {requirement}, which is no profile requirement")
         out.append(Pin(tuple(entry["situations"]), tuple(entry.get("keep", ())), tuple(entry.get("drop", ())),
                        requirement, entry["why"]))
@@ -59,7 +59,7 @@ def pins() -> tuple[Pin, ...]:
 
 
 def refine(call: Call, judgement: Judgement) -> tuple[Problem, ...]:
-    """The profile pins an allowed, conclusive answer breaks (none for an answer the contract refuses)."""
+    """The pins an allowed, conclusive answer breaks (none for an answer the contract refuses)."""
     if not judgement.allowed or not judgement.conclusive:
         return ()
     seen, situation = judgement.seen, judgement.expectation.situation
@@ -87,14 +87,15 @@ def _argument_pins(call: Call, judgement: Judgement) -> tuple[Problem, ...]:
         return ()
     verdict = judge_arguments(call.tool, call.arguments)
     seen = judgement.seen
+    code = verdict.code or "an error code"  # set whenever the verdict refuses, which is when it is said
     out: list[Problem] = []
     if verdict.pins:
         if verdict.valid and judgement.matched == ("argument-refusal",):
             out += [Problem(pin, f"arguments this profile accepts were refused {seen.outcome}") for pin in verdict.pins]
         elif not verdict.valid and seen.outcome != verdict.code:
-            out += [Problem(pin, f"arguments this profile refuses with {verdict.code} were answered "
+            out += [Problem(pin, f"arguments this profile refuses with {code} were answered "
                                  f"{seen.describe()}") for pin in verdict.pins]
     if ACCEPTED not in verdict.allowed and not call.purpose_ok and seen.kind == "protocol":
-        out.append(Problem(ORDER_PIN, f"arguments refused {verdict.code} by this profile were judged after the "
+        out.append(Problem(ORDER_PIN, f"arguments refused {code} by this profile were judged after the "
                                       "purpose (-32603)"))
     return tuple(out)

@@ -1,6 +1,6 @@
 """Benign variants: host context and discovery. Each server reads the host's side its own way where the contract
 lets it: -32603 for a scope that grants nothing, a harmless tool of its own, bindings judged without this project's
-profile pins on claims and lifetime.
+pins on claims and lifetime.
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ def variant_target(name: str, config: Path) -> str:
 @dataclass
 class FullRun(Judgement):
     """A full run's judgement, with its footer's requirement verdicts split into the level's scored requirements
-    and the rest (the profile pins a contract-level run reports without scoring)."""
+    and the rest (the pins a contract-level run reports without scoring)."""
 
     footer: tuple[Verdicts, Verdicts] = field(default_factory=lambda: ({}, {}))
 
@@ -67,7 +67,7 @@ FLAGGED = {"FAIL", "ERROR", "XPASS"}
 
 def footer_verdicts(report: Path) -> tuple[Verdicts, Verdicts]:
     """(scored, unscored) requirement verdicts from a report's footer: the level's requirements, and the rest
-    (the profile pins a contract-level run reports without scoring)."""
+    (the pins a contract-level run reports without scoring)."""
     scored: Verdicts = {}
     unscored: Verdicts = {}
     if report.exists():
@@ -100,7 +100,7 @@ def certified(result: FullRun) -> tuple[bool, str]:
 
 
 def profile_differences(result: FullRun) -> list[str]:
-    """The profile pins the variant does not keep: reported by the run, never scored at the contract level."""
+    """The pins the variant does not keep: reported by the run, never scored at the contract level."""
     _, unscored = result.footer
     return sorted(rid for rid, v in unscored.items() if v in FLAGGED)
 

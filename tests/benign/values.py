@@ -91,7 +91,7 @@ def _envelope_opened(name: str, tool: types.Tool) -> types.Tool:
 
 
 @variant("envelope-extra-member", freedom="EMC-ENV-002/003 list the envelope's members; 'no other members' is a "
-         "profile pin (EMC-ENV-009)")
+         "pin (EMC-ENV-009)")
 def envelope_extra_member(seams: Seams) -> None:
     """Every envelope carries an extra x_trace member, in structuredContent and text alike; outputSchema allows it."""
     seams.render = _traced

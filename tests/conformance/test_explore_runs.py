@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.catalog_runs import python_spelling
 from tests.postgres_support import fresh_schema, server_url
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -121,6 +122,7 @@ def test_the_readme_diff_command_finds_the_divergence_and_none_between_equals(tm
                                                profile: str(faulty / "conformance-profile.toml")})
     assert diverged.returncode == 1 and "DIFF: first divergence" in diverged.stdout, diverged.stdout
     assert "one answer is allowed by the contract, the other is not" in diverged.stdout
+    assert python_spelling(diverged.stdout) is None, python_spelling(diverged.stdout)
     same = _conformance(diff, tmp_path, **{mine: _serve(_copy(init, tmp_path / "again")),
                                            profile: str(faulty / "conformance-profile.toml")})
     assert same.returncode == 0 and "DIFF: no divergence" in same.stdout, same.stdout + same.stderr[-2000:]

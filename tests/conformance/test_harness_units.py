@@ -13,8 +13,9 @@ from engram_mcp.conformance._checks import Status, check, is_should_only, worst
 from engram_mcp.conformance._connect import parse_target
 from engram_mcp.conformance._plugin import Result, Run
 from engram_mcp.conformance._profile import ProfileError, load_profile
+from engram_mcp.conformance._redact import redact
 from engram_mcp.conformance._report import badge, write_reports
-from engram_mcp.conformance._verdicts import exit_code, redact, requirement_verdicts
+from engram_mcp.conformance._verdicts import exit_code, requirement_verdicts
 from engram_mcp.contract import load
 from engram_mcp.reference._init import write_configuration
 
@@ -37,10 +38,10 @@ def test_connectables_parse_like_a_shell_and_refuse_the_rest() -> None:
 
 def test_the_generated_profile_fills_every_role(profile_path: Path) -> None:
     profile = load_profile(profile_path)
-    roles = [profile.primary, profile.sibling_workspace(), profile.other_tenant(), profile.opted_out(),
+    roles = [profile.scope_for(), profile.sibling_workspace(), profile.other_tenant(), profile.opted_out(),
              profile.gated_capture(), profile.adjudicating(), profile.rejecting_secrets()]
     assert all(role is not None for role in roles)
-    assert profile.primary.limited_principal() is not None
+    assert profile.scope_for().limited_principal() is not None
     assert profile.http_headers["Authorization"].startswith("Bearer ")
 
 
@@ -52,7 +53,7 @@ def test_a_profile_without_an_audience_is_refused(tmp_path: Path) -> None:
 
 
 def test_check_markers_refuse_unknown_requirements_and_malformed_ids() -> None:
-    with pytest.raises(ValueError, match="unknown requirements"):
+    with pytest.raises(ValueError, match="names no requirement the catalog holds"):
         check("envelope.shape", "EMC-NOPE-001")
     with pytest.raises(ValueError, match="malformed check id"):
         check("Envelope_Shape", "EMC-ENV-002")
@@ -73,6 +74,28 @@ def test_every_suite_check_is_in_the_catalog_and_back() -> None:
         for requirement in requirements:
             entry = next(r for r in load().requirements["requirements"] if r["id"] == requirement)
             assert check_id in entry["checks"]
+
+
+def test_spec_checks_json_is_the_suite_written_down() -> None:
+    """spec/checks.json, which the command line reads without importing the suite, is what the suite declares."""
+    written = load().document("spec", "checks.json")
+    load().validator(load().data_schema("checks")).validate(written)
+    assert written["checks"] == suite_checks().as_data()["checks"], "run python tools/sync_checks.py"
+
+
+def test_every_check_declares_what_it_needs() -> None:
+    """Each check names the tools it calls (or that it judges whatever the target serves); a check whose cases
+    name a tool says so with CASE_TOOL, and every role it names is one of the table's."""
+    from engram_mcp.conformance._needs import ROLES
+
+    catalog = suite_checks()
+    for check_id in catalog:
+        needs = catalog.needs(check_id)
+        assert set(needs.roles) <= set(ROLES), check_id
+        assert needs.eras, check_id
+    # The checks that call no Engram tool at all are few, and each is about the wire or the listing itself.
+    toolless = sorted(c for c in catalog if not catalog.tools(c) and not catalog.needs(c).judges_served)
+    assert all(c.split(".")[0] in ("transport", "wiring", "discovery", "binding", "model") for c in toolless), toolless
 
 
 def _run(results: list[Result], **overrides: object) -> Run:
@@ -131,10 +154,15 @@ def test_requirement_verdicts_take_the_worst_check() -> None:
 
 
 def test_evidence_is_redacted() -> None:
-    evidence = {"binding": "eyJ...", "_meta": {"x": 1}, "text": "a" * 500, "requestState": "s", "code": "NOT_FOUND"}
+    token = "eyJhbGciOiJFZERTQSJ9.eyJhdWQiOiJ4In0.c2lnbmF0dXJl"
+    evidence = {"binding": "eyJ...", "_meta": {"x": 1}, "text": "a" * 5000, "requestState": "s", "code": "NOT_FOUND",
+                "echo": f"refused the binding {token} as expired",
+                "pem": "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEI\n-----END PRIVATE KEY-----"}
     out = redact(evidence)
     assert out["binding"] == out["_meta"] == out["requestState"] == "[redacted]"
-    assert len(out["text"]) < 300 and out["code"] == "NOT_FOUND"
+    assert len(out["text"]) < 1100 and out["code"] == "NOT_FOUND"
+    assert token not in out["echo"] and out["echo"] == "refused the binding [redacted] as expired"
+    assert "MC4CAQ" not in out["pem"]
 
 
 def test_reports_are_written_and_consistent(tmp_path: Path) -> None:

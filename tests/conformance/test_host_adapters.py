@@ -136,7 +136,7 @@ def test_the_adapter_carries_every_token_where_the_server_looks(configured: Path
     profile = load_profile(configured / "nested.toml")
     signed = SignedMetaBinding.from_profile(profile)
     binding = wrapper.NestedMetaBinding(signed)
-    scope = profile.primary
+    scope = profile.scope_for()
     assert scope is not None
     meta = binding.meta(scope, "agent-full")
     assert set(meta) == {wrapper.CONTEXT_KEY} and set(meta[wrapper.CONTEXT_KEY]) == {"binding"}

@@ -151,7 +151,7 @@ def test_a_recorded_session_keeps_its_calls_out_of_the_shared_state(tmp_path: Pa
     profile = load_profile(tmp_path / "conformance-profile.toml")
     tracker = Tracker(profile)
     host = RecordingHost(host_from_profile(profile)[0], tracker, profile.purpose_ref)
-    scope = profile.primary
+    scope = profile.scope_for()
     assert scope is not None
     principal = scope.principal_with(set())
     assert principal is not None

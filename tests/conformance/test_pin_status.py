@@ -1,8 +1,8 @@
-"""PIN: a check whose failing calls broke only this project's profile pins, shown as such at the contract level.
+"""PIN: a check whose failing calls broke only this project's pins, shown as such at the contract level.
 
 At ``--level contract`` such a result is no failure: the run can still be conformant, the requirement it
 asserted is not judged at that level, and every report names it apart (console, JUnit as skipped with the pins,
-report.jsonl). At ``--level profile`` the same result is a FAIL.
+report.jsonl). At ``--level pins`` the same result is a FAIL.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from engram_mcp.conformance._checks import SOURCES_SCORED, Status
+from engram_mcp.conformance._defaults import EXIT_MUST_FAILED
 from engram_mcp.conformance._findings import (
     BROKEN_REQUIREMENTS,
     MODEL_BLAME_ALONE,
@@ -21,7 +22,7 @@ from engram_mcp.conformance._findings import (
 )
 from engram_mcp.conformance._junit import junit_report
 from engram_mcp.conformance._report import write_reports
-from engram_mcp.conformance._run import EXIT_MUST_FAILED, Result, Run
+from engram_mcp.conformance._run import Result, Run
 from engram_mcp.conformance._verdicts import exit_code
 from engram_mcp.contract import load
 from tests.conformance.test_junit import all_passing, bare_run
@@ -46,7 +47,7 @@ def failed_on(*broken: str) -> Result:
 
 
 def test_the_catalog_sources_are_what_the_tests_assume() -> None:
-    assert CATALOG[PROFILE_ONLY]["source"] == "profile"
+    assert CATALOG[PROFILE_ONLY]["source"] == "pin"
     assert CATALOG[CONTRACT_REQ]["source"] == "contract"
 
 
@@ -54,13 +55,13 @@ def test_a_failure_on_profile_pins_alone_is_a_pin_at_the_contract_level_and_a_fa
     result = pinned_only()
     assert blamed(result) == (PROFILE_ONLY,)
     assert leveled(result, SOURCES_SCORED["contract"]) is Status.PIN
-    assert leveled(result, SOURCES_SCORED["profile"]) is Status.FAIL
+    assert leveled(result, SOURCES_SCORED["pins"]) is Status.FAIL
 
 
 def test_a_failure_that_breaks_the_contract_stays_a_fail_at_either_level() -> None:
     result = failed_on(CONTRACT_REQ)
     assert leveled(result, SOURCES_SCORED["contract"]) is Status.FAIL
-    assert leveled(result, SOURCES_SCORED["profile"]) is Status.FAIL
+    assert leveled(result, SOURCES_SCORED["pins"]) is Status.FAIL
 
 
 def test_a_pin_leaves_the_contract_requirement_passed_and_blames_the_pinned_one() -> None:
@@ -103,7 +104,7 @@ def test_report_jsonl_keeps_the_pin_and_what_the_check_asserted(tmp_path: Path) 
     row = next(r for r in rows if r.get("check") == pinned.check_id and r.get("status") == "PIN")
     assert row["asserted"] == "PASS" and row["blamed"] == [PROFILE_ONLY]
     html = (tmp_path / "report.html").read_text(encoding="utf-8")
-    assert "Profile pins" in html and "data-group='pin'" in html
+    assert "Pins" in html and "data-group='pin'" in html
 
 
 def test_the_json_summary_names_the_pins_and_stays_conformant(tmp_path: Path) -> None:

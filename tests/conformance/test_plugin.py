@@ -230,7 +230,7 @@ def test_each_outcome_has_its_status() -> None:
         return _status(_raising(error), run, check_id, "legacy", ("EMC-ENV-002",))
 
     assert judged(Blocked("no scope")) == (Status.BLOCKED, "no scope")
-    assert judged(NotApplicable("http only")) == (Status.SKIP, "http only")
+    assert judged(NotApplicable("http only")) == (Status.NA, "http only")
     assert judged(AssertionError("first line\nsecond")) == (Status.FAIL, "first line")
     assert judged(AssertionError("known"), "envelope.shape") == (Status.XFAIL, "known")
     assert judged(Blocked("known"), "envelope.shape") == (Status.BLOCKED, "known")  # not a conclusion

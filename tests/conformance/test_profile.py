@@ -110,7 +110,7 @@ def test_the_generated_profile_validates_against_the_schema(reference: Path) -> 
     data = tomllib.loads(path.read_text(encoding="utf-8"))
     assert list(load().validator(SCHEMA).iter_errors(data)) == []
     assert validate_profile_data(data, path.read_text(encoding="utf-8"), path) == []
-    assert load_profile(path).primary is not None
+    assert load_profile(path).scope_for() is not None
 
 
 # -- refusals with the file, the key path and the line --------------------------------
@@ -181,7 +181,7 @@ def test_a_ttl_over_the_contracts_ceiling_is_refused_naming_the_requirement(
     assert (f"{path}:{_line_of(path, fragment.format(**values))}: {key}: must be at most {ceiling}, "
             f"not {ceiling + 1} (EMC-GATE-004") in message
     at_ceiling = _profile(reference, tmp_path, edit.format(**{**values, "over": ceiling}))
-    assert load_profile(at_ceiling).primary is not None
+    assert load_profile(at_ceiling).scope_for() is not None
 
 
 def test_a_missing_required_key_is_named_at_its_table(reference: Path, tmp_path: Path) -> None:
@@ -239,11 +239,11 @@ def test_key_lines_follow_tables_arrays_of_tables_dotted_and_quoted_keys() -> No
 
 def test_the_absent_profile_binds_nothing_and_says_what_would_unlock_a_check() -> None:
     absent = Profile.absent()
-    assert absent.scopes == () and absent.primary is None and not absent.given
-    assert absent.lacks("primary").startswith(NEEDS_PROFILE)
+    assert absent.scopes == () and absent.scope_for() is None and not absent.given
+    assert absent.lacks("second-tenant").startswith(NEEDS_PROFILE)
     host, _ = host_from_profile(absent)
     assert isinstance(host, NoBinding) and host.forgeries == frozenset({"missing", "garbage"})
-    with pytest.raises(pytest.skip.Exception, match=r"needs a host profile \(--profile\)"):
+    with pytest.raises(pytest.skip.Exception, match=r"needs a conformance profile \(--profile\)"):
         host.forged("expired", None, "p")  # type: ignore[arg-type]  # NoBinding reads no scope
     assert host.forged("missing", None, "p") == {}  # type: ignore[arg-type]  # NoBinding reads no scope
     assert host.forged("garbage", None, "p") == {HOST_BINDING_META_KEY: "not-a-token"}  # type: ignore[arg-type]  # NoBinding reads no scope
@@ -271,7 +271,7 @@ def test_the_reference_without_a_profile_ends_incomplete_and_names_what_a_profil
         assert any(f'"{ran}"' in c and '"PASS"' in c for c in checks), ran  # what needs no identity ran
     assert any(NEEDS_PROFILE in c for c in checks)
     assert (
-        f"{NEEDS_PROFILE}: a primary" in result.stdout
+        f"{NEEDS_PROFILE}: the check needs" in result.stdout
         and "→ pass --profile (`engram-reference init DIR`" in result.stdout
     )
     assert not any('"FAIL"' in c or '"ERROR"' in c for c in checks)

@@ -1,4 +1,4 @@
-"""Argument verdicts that rest on a profile pin alone are marked, and not asked at the contract level.
+"""Argument verdicts that rest on a pin alone are marked, and not asked at the contract level.
 
 EMC-ENC-015 (candidate_id's form), EMC-SRCH-014 (both capability_policy members), EMC-HP-050 (the cursor's
 length), EMC-ENC-014/011 (which code a malformed digest gets), EMC-CAP-017 (family refs in UTF-16 order) and
@@ -40,7 +40,7 @@ def test_an_opaque_candidate_id_schema_passes_discovery(tool: str) -> None:
     schema = _opaque_candidate(tool)
     assert schemas.disagreement(tool, schema) is None
     verdicts = schemas.pinned_verdicts(tool, schema)
-    # The profile pin still sees what the opaque schema lets through.
+    # The pin still sees what the opaque schema lets through.
     assert verdicts and {pin for pin, _, _ in verdicts} == {pins.CANDIDATE_PIN}
     assert not any(refused for _, refused, _ in verdicts)
     assert all(refused for _, refused, _ in schemas.pinned_verdicts(tool, CONTRACT.advertised_input_schema(tool)))
@@ -155,7 +155,7 @@ def test_a_pinned_refusal_is_not_required_at_the_contract_level(tool: str, label
     _checks.take_pins()
     suite._record_pins([sent])
     recorded = _checks.take_pins()
-    # The profile pin asks for the pinned code itself, and only of pinned cases.
+    # The pin asks for the pinned code itself, and only of pinned cases.
     assert set(recorded) == set(case.pins)
     for messages in recorded.values():
         assert (not messages) == (answer == case.code), messages

@@ -11,8 +11,9 @@ import pytest
 from engram_mcp.conformance import _checks
 from engram_mcp.conformance._checks import SOURCES_SCORED, Status, check
 from engram_mcp.conformance._connect import Era, parse_target
+from engram_mcp.conformance._defaults import EXIT_CONFORMANT, EXIT_INCOMPLETE, EXIT_MUST_FAILED
 from engram_mcp.conformance._report import badge, write_reports
-from engram_mcp.conformance._run import EXIT_CONFORMANT, EXIT_INCOMPLETE, EXIT_MUST_FAILED, Result, Run
+from engram_mcp.conformance._run import Result, Run
 from engram_mcp.conformance._verdicts import (
     NOT_APPLICABLE,
     NOT_EXERCISED,
@@ -93,8 +94,7 @@ def test_a_must_passed_in_one_era_only_is_not_exercised_in_the_other() -> None:
 
 def test_a_must_not_applicable_in_an_era_is_not_held_against_the_run() -> None:
     results = [*passing(leave_out=("EMC-GATE-003",)), result("EMC-GATE-003", Status.PASS, "modern"),
-               result("EMC-GATE-003", Status.SKIP, "legacy", "request_state exists only in the 2026-07-28 era",
-                      not_applicable=True)]
+               result("EMC-GATE-003", Status.NA, "legacy", "request_state exists only in the 2026-07-28 era")]
     run = run_of(results)
     assert requirement_verdicts(run)["EMC-GATE-003"]["outcome"] == PASSED
     assert exit_code(run) == EXIT_CONFORMANT
@@ -102,7 +102,7 @@ def test_a_must_not_applicable_in_an_era_is_not_held_against_the_run() -> None:
 
 def test_a_requirement_with_nothing_applicable_is_counted_apart() -> None:
     results = [*passing(leave_out=("EMC-HP-023",)),
-               result("EMC-HP-023", Status.SKIP, None, "the target is not served over HTTP", not_applicable=True)]
+               result("EMC-HP-023", Status.NA, None, "the target is not served over HTTP")]
     run = run_of(results)
     assert requirement_verdicts(run)["EMC-HP-023"]["outcome"] == NOT_APPLICABLE
     assert exit_code(run) == EXIT_CONFORMANT
@@ -127,16 +127,16 @@ def test_a_selected_run_is_partial_and_writes_no_certificate(tmp_path: Path) -> 
 
 def test_a_conformant_run_writes_a_certificate_naming_its_level(tmp_path: Path) -> None:
     stale = tmp_path / "certificate.md"
-    run = run_of(passing("profile"), level="profile")
+    run = run_of(passing("pins"), level="pins")
     write_reports(run, tmp_path)
     certificate = stale.read_text(encoding="utf-8")
-    assert certificate.startswith("# Certificate of conformance — contract 1.0.0, profile level")
+    assert certificate.startswith("# Certificate of conformance — contract 1.0.0, pins level")
     assert "- Eras exercised: legacy, modern" in certificate and "transport: stdio" in certificate
     write_reports(run_of([]), tmp_path)  # a later run that is not conformant removes the old certificate
     assert not stale.exists()
 
 
-@pytest.mark.parametrize("level", ["contract", "profile"])
+@pytest.mark.parametrize("level", ["contract", "pins"])
 @pytest.mark.parametrize("shape", ["all-pass", "one-fail", "nothing-run", "partial"])
 def test_the_summary_counts_every_scored_must(level: str, shape: str) -> None:
     results = {"all-pass": passing(level), "one-fail": [*passing(level), result("EMC-ENV-003", Status.FAIL)],
@@ -151,19 +151,19 @@ def test_the_summary_counts_every_scored_must(level: str, shape: str) -> None:
 
 
 def test_profile_pins_are_scored_only_at_the_profile_level() -> None:
-    pin = next(rid for rid in observable("profile") if CATALOG[rid]["source"] == "profile")
-    contract_run = run_of([*passing("profile", leave_out=(pin,)), result(pin, Status.FAIL, None, "our text differs")])
+    pin = next(rid for rid in observable("pins") if CATALOG[rid]["source"] == "pin")
+    contract_run = run_of([*passing("pins", leave_out=(pin,)), result(pin, Status.FAIL, None, "our text differs")])
     assert exit_code(contract_run) == EXIT_CONFORMANT
-    assert any(f"profile pins failed: {pin}" in line for line in summary_lines(contract_run))
-    profile_run = run_of(contract_run.results, level="profile")
+    assert any(f"pins failed: {pin}" in line for line in summary_lines(contract_run))
+    profile_run = run_of(contract_run.results, level="pins")
     assert exit_code(profile_run) == EXIT_MUST_FAILED
 
 
 def test_a_pin_fails_its_profile_requirement_and_spares_the_contract_one() -> None:
     checked = Result("envelope.fixed-messages", ("EMC-ENV-006", "EMC-ENV-008"), None, Status.PASS, "n", 0.0,
                      pins={"EMC-ENV-008": ["the message of NOT_FOUND is not spec/errors.json's"]})
-    verdicts = requirement_verdicts(run_of([*passing("profile", leave_out=("EMC-ENV-006", "EMC-ENV-008")), checked],
-                                           level="profile"))
+    verdicts = requirement_verdicts(run_of([*passing("pins", leave_out=("EMC-ENV-006", "EMC-ENV-008")), checked],
+                                           level="pins"))
     assert verdicts["EMC-ENV-006"]["outcome"] == PASSED
     assert verdicts["EMC-ENV-008"]["outcome"] == "FAILED"
 
@@ -194,7 +194,7 @@ def test_not_applicable_is_a_skip() -> None:
 
 def test_a_check_of_a_contract_requirement_also_covers_the_pins_split_from_it() -> None:
     split = {rid: r["split_from"] for rid, r in CATALOG.items() if "split_from" in r}
-    assert split, "the catalog has split profile pins"
+    assert split, "the catalog has split pins"
     child, parent = next(iter(split.items()))
 
     @check("synthetic.split-parent", parent)

@@ -15,7 +15,14 @@ import mcp_types as types
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from mcp.server import ServerRequestContext
 
-from engram_mcp.contract.binding import HOST_BINDING_META_KEY, Binding, generate_host_key
+from engram_mcp.contract.binding import (
+    HOST_BINDING_META_KEY,
+    Binding,
+    generate_host_key,
+    signed_claims,
+    verify_binding,
+)
+from engram_mcp.reference._journal import scope_of
 from engram_mcp.reference._server import protocol_error
 from engram_mcp.reference.server import CallContext, SignedBindings
 from tests.faulty.catalog import CONTRACT, UNTRUSTED, all_tools, claimed_purpose, error_rewrite, variant
@@ -178,3 +185,52 @@ def binding_signature_unchecked(seams: Seams) -> None:
     """The binding's signature is never verified; header, kid, audience and times still are."""
     seams.port("host", _unchecked_signature)
 
+
+
+class _AgentIdOptional:
+    """Host bindings whose agent_id claim may be left out: the signature, header, times and every other claim are
+    checked as the reference checks them, and a binding without agent_id is served as an anonymous agent's."""
+
+    def __init__(self, inner: SignedBindings) -> None:
+        self.inner = inner
+
+    def verify(self, token: Any) -> Binding:
+        def signed(token: str, keys: Any, token_type: str) -> tuple[dict[str, Any], Any]:
+            claims, host = signed_claims(token, keys, token_type)
+            claims.setdefault("agent_id", "anonymous-agent")
+            return claims, host
+
+        inner = self.inner
+        return verify_binding(token, inner.trusted_keys, audience=inner.audience, max_lifetime=inner.max_lifetime,
+                              claims_valid=inner.claims_valid, signed=signed)
+
+
+@variant("binding-without-agent-served", breaks=["EMC-HOST-011", "EMC-HP-005"], caught_by=["binding.claims"],
+         era="modern")
+def binding_without_agent_served(seams: Seams) -> None:
+    """A binding that leaves out the agent_id claim is served, as an anonymous agent's call."""
+
+    def lenient(inner: Any) -> _AgentIdOptional:
+        assert isinstance(inner, SignedBindings), "the variant relaxes the configured signed bindings"
+        return _AgentIdOptional(inner)
+
+    seams.port("host", lenient)
+
+
+SDK_UNKNOWN_TOOL = "MCP error -32602: Tool {name} not found"  # what an SDK's tool registry says of a name it lacks
+
+
+@variant("unknown-tool-as-sdk-result", breaks=["EMC-DISC-003"], caught_by=["discovery.unknown-tool"], era="modern")
+def unknown_tool_as_sdk_result(seams: Seams) -> None:
+    """A bound call of a tool the caller does not have (unknown, or not granted) is answered as an SDK's tool
+    registry answers a name it lacks: a tool result with isError true and the text 'MCP error -32602: Tool … not
+    found', and no envelope, where the contract wants the JSON-RPC error -32602."""
+
+    async def intercept(request: ServerRequestContext, params: types.CallToolRequestParams) -> Any:
+        binding = seams.server.trusted_binding(request)
+        if binding is None or params.name in seams.server.grants.tools_for(scope_of(binding), binding.principal):
+            return None
+        text = SDK_UNKNOWN_TOOL.format(name=params.name)
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+    seams.intercept.append(intercept)

@@ -36,7 +36,7 @@ OPAQUE_MAX = CONTRACT.limit("opaque_ref.max_bytes")
 APPROVAL = {"action": "accept", "content": {"confirm": True}}
 UNTRUSTED = CONTRACT.protocol_errors["trusted_context_unavailable"]
 UNKNOWN_TOOL = CONTRACT.protocol_errors["unknown_tool"]
-# Host-owned names (contract §0 and the host profile): a lenient parser with a deny-list still refuses these.
+# Host-owned names (contract §0 and the host wiring): a lenient parser with a deny-list still refuses these.
 HOST_OWNED = frozenset({
     "tenant", "workspace", "scope", "principal", "agent_id", "session", "credential", "auditId", "deadline",
     "cancellation", "confirmation", "confirmed", "elicitationRef", "trust", "decision", "status",

@@ -52,7 +52,7 @@ def run_variant(item: Variant, template: Path, workdir: Path, *, timeout: float 
     config = fresh_copy(template, workdir)
     if item.configure is not None:
         item.configure(config)
-    # Some variants break only this project's profile pins: the catalog is judged at the profile level.
+    # Some variants break only this project's pins: the catalog is judged at the pins level.
     if item.transport == "http":
         with served_over_http(SCRIPT, item.name, config / "server.toml", workdir) as url:
             return run(item.name, url, config / "conformance-profile.toml", item.select, workdir, era=item.era,

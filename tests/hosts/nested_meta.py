@@ -1,7 +1,7 @@
 """A host wired differently, both sides of it: the binding rides in ``_meta`` under a key of its own, as an object.
 
 Server side (run as a script): a stdio wrapper in front of any stdio server
-that expects the host profile's wiring. For every message from the client it
+that expects the host wiring's wiring. For every message from the client it
 drops the profile's binding key (this server must not trust it) and moves
 ``_meta["org.example/host-context"]["binding"]`` there; everything else passes
 byte for byte, both ways.
@@ -89,7 +89,7 @@ def serve(command: list[str]) -> int:
 
 
 class NestedMetaBinding:
-    """The host profile's signed tokens and forgeries, carried under ``CONTEXT_KEY`` as ``{"binding": token}``."""
+    """The host wiring's signed tokens and forgeries, carried under ``CONTEXT_KEY`` as ``{"binding": token}``."""
 
     def __init__(self, signed: SignedMetaBinding) -> None:
         self.signed = signed

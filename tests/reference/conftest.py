@@ -205,7 +205,7 @@ FORGERIES = (
 
 @dataclass
 class Host:
-    """Mints host bindings as spec/host-profile.md §1 pins them, and forges bad ones."""
+    """Mints host bindings as spec/host-wiring.md §1 pins them, and forges bad ones."""
 
     key: Ed25519PrivateKey
     kid: str
@@ -245,7 +245,7 @@ class Host:
         )
 
     def forged(self, kind: str, **kw: Any) -> dict[str, Any]:  # noqa: PLR0912 - one branch per forgery
-        """A ``_meta`` whose binding the server must refuse (Appendix A of the host profile)."""
+        """A ``_meta`` whose binding the server must refuse (Appendix A of the host wiring)."""
         now = time.time()
         if kind == "expired":
             token = self.token(now=now - 600, lifetime=60, **kw)

@@ -3,13 +3,16 @@ and which file a bad --config names."""
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 import time
+import tomllib
 from pathlib import Path
 from typing import Any
 
 import httpx2
+import pytest
 
 from engram_mcp.reference._config import load_config
 from engram_mcp.reference._serve import store_label
@@ -23,12 +26,37 @@ def test_init_prints_the_files_on_stdout_and_the_certifying_command_on_stderr(tm
     assert written and all(path.exists() for path in written), "stdout must stay the list of files written"
     command = done.stderr.strip().splitlines()[-1]
     words = shlex.split(command)
-    assert words[0] == "conformance", f"init's last line is no conformance command: {command!r}"
+    assert Path(words[0]).name == "conformance" or words[1:3] == ["-m", "engram_mcp.conformance"], command
     target = words[words.index("--target") + 1]
-    assert target.startswith("stdio:engram-reference serve --config "), target
     config = Path(shlex.split(target.removeprefix("stdio:"))[-1])
     assert config == (tmp_path / "engram" / "server.toml").resolve()
     assert Path(words[words.index("--profile") + 1]).exists()
+    # It runs as printed, from anywhere, with no virtual environment activated (one check keeps it short).
+    bare = {key: value for key, value in os.environ.items() if key not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    bare["PATH"] = "/usr/bin:/bin"
+    ran = subprocess.run([*words, "--select", "discovery.granted-tools", "--era", "legacy"], capture_output=True,
+                         text=True, timeout=240, cwd="/", env=bare)
+    assert ran.returncode == 5 and "checks: 1 PASS" in ran.stdout, ran.stdout[-2000:] + ran.stderr[-2000:]
+
+
+def test_init_with_tools_grants_only_those_in_the_configuration_and_its_profile(tmp_path: Path) -> None:
+    done = subprocess.run([*ENGRAM, "init", str(tmp_path), "--tools", "get,search"], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    for name in ("server.toml", "conformance-profile.toml"):
+        scopes = tomllib.loads((tmp_path / name).read_text(encoding="utf-8"))["scopes"]
+        grants = {tool for scope in scopes for tools in scope["principals"].values() for tool in tools}
+        assert grants == {"engram_memory_search", "engram_memory_get"}, (name, grants)
+    assert load_config(tmp_path / "server.toml").scopes, "the narrowed configuration still loads"
+
+
+@pytest.mark.parametrize("tools", ["serch,get", ",", ""])
+def test_init_refuses_tools_that_are_not_the_contracts_and_says_which(tmp_path: Path, tools: str) -> None:
+    done = subprocess.run([*ENGRAM, "init", str(tmp_path / "engram"), "--tools", tools], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2 and "--tools takes some of search, get, capture" in done.stderr, done.stderr
+    assert ("not a tool: serch" in done.stderr) == ("serch" in tools), done.stderr
+    assert not (tmp_path / "engram" / "server.toml").exists(), "a refused init writes nothing"
 
 
 def test_a_missing_configuration_is_named_without_a_traceback(tmp_path: Path) -> None:

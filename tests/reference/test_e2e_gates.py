@@ -1,4 +1,4 @@
-"""Confirmation gates end to end (EMC-GATE-*, spec/host-profile.md §2), over stdio in both eras.
+"""Confirmation gates end to end (EMC-GATE-*, spec/host-wiring.md §2), over stdio in both eras.
 
 Legacy era: the server sends ``elicitation/create`` during the call and the
 test's human answers, refuses, or stays silent. Modern era: the server answers

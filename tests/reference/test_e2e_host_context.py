@@ -1,4 +1,4 @@
-"""Host-owned call context end to end (spec/host-profile.md §1.7, EMC-HP-008, EMC-HP-057), over stdio in both eras:
+"""Host-owned call context end to end (spec/host-wiring.md §1.7, EMC-HP-008, EMC-HP-057), over stdio in both eras:
 the host's auditId, the deadline, cancellation, keys trusted for named issuers and tenants, capture authority."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Host-reference confirmation end to end (spec/host-profile.md §2.3, §2.4, §2.9), over stdio in both eras.
+"""Host-reference confirmation end to end (spec/host-wiring.md §2.3, §2.4, §2.9), over stdio in both eras.
 
 The test host approves on its own and sends each gated call with a signed
 reference; the server must judge the reference alone, never asking the

@@ -270,7 +270,7 @@ def test_a_candidate_another_process_made_is_swept_once_due(make: Any, monkeypat
 def test_consumed_states_are_purged_once_they_cannot_be_replayed(make: Any) -> None:
     engines = make(limits())
     engine = engines.engine
-    # A host reference may be approved a skew ahead and honoured a skew past its expiry (host profile EMC-HP-065),
+    # A host reference may be approved a skew ahead and honoured a skew past its expiry (host wiring EMC-HP-065),
     # and on a shared store the purging replica's clock may run one more skew ahead of the honouring one.
     lifetime = timedelta(seconds=CONFIRMATION_TTL_MAX + 3 * BINDING_CLOCK_SKEW)
     assert engine.consume_state("nonce-old", NOW)

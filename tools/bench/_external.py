@@ -27,6 +27,8 @@ MEMORY_SIZES, MEMORY_SMOKE_SIZES = (1000, 10_000, 50_000), (100,)
 FASTER_AT_LEAST = 40.0  # the reference's search at 50k, against server-memory's search_nodes
 CERTIFY_LIMIT_S = 25.0
 STARTUP_LIMIT_S = 1.5  # the harness's own time before it starts the target
+USAGE_RATIO = 2.0  # a usage error within twice `python -c "import mcp"`: said before the SDK and the suite load
+FAMILY_LIMIT_S = 3.0  # one family in one era against the bundled reference, on a quiet machine
 RSS_LIMIT = 1.15
 SMOKE_CERTIFY = ["--era", "legacy", "--select", "EMC-GET", "--examples", "1"]
 
@@ -130,8 +132,26 @@ def _import_mcp() -> float:
     return time.perf_counter() - started
 
 
+def _usage_error() -> float:
+    """Seconds to a usage error (a mistyped --select): said before the harness loads the SDK or the suite."""
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "engram_mcp.conformance._cli", "--target", "reference",
+                           "--select", "discovry"], capture_output=True, check=False)
+    assert done.returncode == 2, done.stderr[-500:]
+    return time.perf_counter() - started
+
+
+def _one_family(scratch: Path) -> float:
+    """Seconds for one family in one era against the bundled reference (the implementer's inner loop)."""
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "engram_mcp.conformance._cli", "--target", "reference", "--select",
+                    "envelope", "--era", "legacy"], cwd=scratch, capture_output=True, check=False)
+    return time.perf_counter() - started
+
+
 def run_startup(ctx: Context) -> None:
-    """The harness's start before its first call, interleaved with its anchor, ``python -c "import mcp"``."""
+    """The harness's start before its first call, a usage error, and one family in one era, interleaved with their
+    anchor, ``python -c "import mcp"``."""
     verdicts: list[float] = []
 
     def to_target() -> float:
@@ -140,7 +160,10 @@ def run_startup(ctx: Context) -> None:
         return start
 
     samples = round_robin({"python -c 'import mcp' (anchor)": _import_mcp, "conformance: launch to target start":
-                           to_target, }, rounds=1 if ctx.smoke else 7, warmup=0 if ctx.smoke else 1)
+                           to_target, "conformance: a usage error (--select discovry)": _usage_error,
+                           "conformance: one family, one era (--select envelope --era legacy)":
+                           lambda: _one_family(ctx.scratch)},
+                          rounds=1 if ctx.smoke else 7, warmup=0 if ctx.smoke else 1)
     anchor, *_ = samples
     ctx.report.latency("startup", anchor, samples[anchor], target="anchor")
     ctx.report.latency("startup", "conformance: launch to target start", samples["conformance: launch to target start"],
@@ -149,6 +172,13 @@ def run_startup(ctx: Context) -> None:
     row["meets"] = row["p50_ms"] <= STARTUP_LIMIT_S * 1000
     ctx.report.latency("startup", "conformance: launch to unreachable verdict", verdicts[-len(samples[anchor]):],
                        anchor=anchor, target="reported")
+    usage = "conformance: a usage error (--select discovry)"
+    # Ratios to the anchor, measured in the same rounds: what a shared machine's noise cannot move.
+    ctx.report.latency("startup", usage, samples[usage], anchor=anchor, target=f"p50 <= {USAGE_RATIO:g}x the anchor",
+                       ratio_limit=USAGE_RATIO)
+    family = "conformance: one family, one era (--select envelope --era legacy)"
+    row = ctx.report.latency("startup", family, samples[family], anchor=anchor, target=f"p50 <= {FAMILY_LIMIT_S:g} s")
+    row["meets"] = row["p50_ms"] <= FAMILY_LIMIT_S * 1000
 
 
 def run_rss(ctx: Context) -> None:

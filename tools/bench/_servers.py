@@ -120,7 +120,7 @@ class Host:
     def __init__(self, directory: Path) -> None:
         self.profile: Profile = load_profile(directory / "conformance-profile.toml")
         self.binding = SignedMetaBinding.from_profile(self.profile)
-        scope = self.profile.primary
+        scope = self.profile.scope_for()
         assert scope is not None, "the generated profile has a primary scope"
         self.scope = scope
         principal = scope.principal_with(set(scope.principals["agent-full"]))

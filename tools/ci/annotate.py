@@ -3,7 +3,7 @@
     python tools/ci/annotate.py REPORT_DIR [--exit-code N]
 
 Prints one ``::error`` per failed check, one ``::warning`` per unmet SHOULD and one
-``::notice`` per profile pin not kept (PIN: not scored at the run's level),
+``::notice`` per pin not kept (PIN: not scored at the run's level),
 each titled with the check id, era and case, and a closing ``::error`` or
 ``::notice`` with the run's verdict line; a run that wrote no report (a usage
 error, a harness that could not start) still gets its ``::error``. Where

@@ -13,7 +13,7 @@ from ..registry import family
 FAMILY = "host-owned-fields"
 
 
-# Host-owned context (§0, host profile 1.4), as the contract names it, and
+# Host-owned context (§0, host wiring 1.4), as the contract names it, and
 # other spellings of the same things. Every name is refused at every level.
 HOST_OWNED_NAMES = (
     "tenant", "workspace", "scope", "principal", "agent_id", "session", "credential", "auditId",
